@@ -1,0 +1,1 @@
+"""The benchmark applications (plain packages, not Django apps)."""

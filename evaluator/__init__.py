@@ -1,0 +1,1 @@
+"""NetArena evaluation engine: queries, episodes, agent clients, statistics (no Django)."""

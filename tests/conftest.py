@@ -1,0 +1,37 @@
+"""Shared pytest fixtures and the capability policy.
+
+Locally, a test whose tool is missing (mininet, bwrap, chromium, cluster binaries, redis) is
+skipped with the reason; under ``CI=true`` the same absence is a failure, so CI never hides a
+missing install step.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip (locally) or fail (under ``CI=true``) when ``condition`` is false."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"missing in CI: {reason}")
+    pytest.skip(reason)
+
+
+def require_tool(name: str) -> str:
+    """Return the path of executable ``name``; skip/fail as :func:`require` when absent."""
+    path = shutil.which(name)
+    require(path is not None, f"{name} is not installed")
+    assert path is not None
+    return path
+
+
+def require_root() -> None:
+    """Skip/fail unless running as root."""
+    require(os.geteuid() == 0, "needs root")
