@@ -1,0 +1,1 @@
+"""Agent clients, one per wire protocol (DESIGN.md §6)."""
