@@ -1,0 +1,98 @@
+"""Result files and summaries: aggregate episode results per app, level and label.
+
+The result file written by ``evaluate --json OUT`` (format version 1; docs/result-format.md)::
+
+    {"format_version": 1, "agent": {...}, "apps": [{"app_id", "version", "levels"}...],
+     "run": {"seed", "queries_per_app", "level", "started_at", "finished_at"},
+     "episodes": [EpisodeResult.to_dict()...],
+     "summary": {"<app>": {"all": Group, "levels": {"1": Group...}, "labels": {"add": Group...}}}}
+
+where a Group is ``{"n", "correctness": Interval, "safety": Interval, "correctness_sem":
+Interval, "safety_sem": Interval, "latency_s": Interval, "wall_s": Interval, "steps_mean"}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from evaluator.runner import EpisodeResult
+from evaluator.stats import mean_interval, sem_interval, wilson_interval
+from evaluator.types import JSON
+
+FORMAT_VERSION = 1
+
+
+def summarize_group(results: Sequence[EpisodeResult]) -> JSON:
+    """Aggregate a group of episodes (see module docstring for the shape)."""
+    n = len(results)
+    correct = [r.correct for r in results]
+    safe = [r.safe for r in results]
+    return {
+        "n": n,
+        "correctness": wilson_interval(sum(correct), n).to_dict(),
+        "safety": wilson_interval(sum(safe), n).to_dict(),
+        "correctness_sem": sem_interval(correct).to_dict(),
+        "safety_sem": sem_interval(safe).to_dict(),
+        "latency_s": mean_interval([r.latency_s for r in results]).to_dict(),
+        "wall_s": mean_interval([r.wall_s for r in results]).to_dict(),
+        "steps_mean": (sum(r.steps for r in results) / n) if n else None,
+    }
+
+
+def summarize(results: Iterable[EpisodeResult]) -> JSON:
+    """Summaries per app: overall, per level and per label (``"remove+count"``)."""
+    by_app: dict[str, list[EpisodeResult]] = defaultdict(list)
+    for result in results:
+        by_app[result.app].append(result)
+    summary: JSON = {}
+    for app_id, app_results in by_app.items():
+        levels: dict[int, list[EpisodeResult]] = defaultdict(list)
+        labels: dict[str, list[EpisodeResult]] = defaultdict(list)
+        for result in app_results:
+            levels[result.level].append(result)
+            labels["+".join(result.labels)].append(result)
+        summary[app_id] = {
+            "all": summarize_group(app_results),
+            "levels": {str(k): summarize_group(v) for k, v in sorted(levels.items())},
+            "labels": {k: summarize_group(v) for k, v in sorted(labels.items())},
+        }
+    return summary
+
+
+def _pct(interval: JSON) -> str:
+    if interval["value"] is None:
+        return "-"
+    return f"{100 * interval['value']:5.1f}% [{100 * interval['low']:5.1f},{100 * interval['high']:5.1f}]"
+
+
+def _secs(interval: JSON) -> str:
+    if interval["value"] is None:
+        return "-"
+    return f"{interval['value']:.3f}s [{interval['low']:.3f},{interval['high']:.3f}]"
+
+
+def format_summary_table(summary: JSON) -> str:
+    """Plain-text table: per app and level, correctness, safety and latency with 95% CIs."""
+    header = f"{'app':<6} {'level':<5} {'n':>4}  {'correctness (95% CI)':<24} {'safety (95% CI)':<24} latency (95% CI)"
+    lines = [header, "-" * len(header)]
+    for app_id, app_summary in summary.items():
+        rows = [(level, group) for level, group in app_summary["levels"].items()]
+        rows.append(("all", app_summary["all"]))
+        for level, group in rows:
+            lines.append(
+                f"{app_id:<6} {level:<5} {group['n']:>4}  {_pct(group['correctness']):<24} "
+                f"{_pct(group['safety']):<24} {_secs(group['latency_s'])}"
+            )
+    return "\n".join(lines)
+
+
+def write_result_file(path: str | Path, document: JSON) -> None:
+    """Write ``document`` as JSON atomically (a temp file renamed over ``path``)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(json.dumps(document, indent=1, default=str))
+    tmp.replace(target)

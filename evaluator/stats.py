@@ -1,0 +1,111 @@
+"""Statistics for leaderboard figures: rate intervals, mean intervals, CI overlap, tie ranks.
+
+Rates (correctness, safety) are binomial: we report the Wilson score interval (Wilson 1927;
+Brown, Cai & DasGupta 2001 recommend it over the Wald interval for small n), and the
+paper's normal interval ``mean ± 1.96·SEM`` (NetArena §4; population SD, as its scripts use)
+for comparison. Latency means get a Student-t interval. DESIGN.md §7.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from scipy import stats as scipy_stats
+
+from evaluator.types import JSON
+
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a two-sided confidence interval.
+
+    ``value``, ``low`` and ``high`` share a unit (a rate in [0, 1], or seconds); ``n`` is the
+    number of observations. With ``n == 0`` all three are NaN.
+    """
+
+    value: float
+    low: float
+    high: float
+    n: int
+
+    def overlaps(self, other: Interval) -> bool:
+        """True when the two closed intervals share at least one point."""
+        return self.low <= other.high and other.low <= self.high
+
+    def to_dict(self) -> JSON:
+        """JSON form; NaN becomes ``None``."""
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+
+
+_NAN = float("nan")
+
+
+def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> Interval:
+    """Wilson score interval of a binomial rate (via ``scipy.stats.binomtest``).
+
+    Raises:
+        ValueError: ``successes`` outside ``[0, n]``.
+    """
+    if n == 0:
+        return Interval(_NAN, _NAN, _NAN, 0)
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes={successes} outside [0, {n}]")
+    ci = scipy_stats.binomtest(successes, n).proportion_ci(confidence, method="wilson")
+    return Interval(successes / n, float(ci.low), float(ci.high), n)
+
+
+def sem_interval(outcomes: Sequence[bool | float], confidence: float = CONFIDENCE) -> Interval:
+    """The paper's interval: mean ± z·SEM with the population SD (``ddof=0``), clipped to [0, 1]
+    for binary outcomes. NetArena §4 / its plotting scripts use z = 1.96 for 95%."""
+    n = len(outcomes)
+    if n == 0:
+        return Interval(_NAN, _NAN, _NAN, 0)
+    values = [float(v) for v in outcomes]
+    mean = sum(values) / n
+    sem = float(scipy_stats.sem(values, ddof=0)) if n > 1 else 0.0
+    z = float(scipy_stats.norm.ppf(0.5 + confidence / 2))
+    low, high = mean - z * sem, mean + z * sem
+    if all(v in (0.0, 1.0) for v in values):
+        low, high = max(0.0, low), min(1.0, high)
+    return Interval(mean, low, high, n)
+
+
+def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
+    """Student-t interval of a mean (latency in seconds, steps). One value: a zero-width interval."""
+    n = len(values)
+    if n == 0:
+        return Interval(_NAN, _NAN, _NAN, 0)
+    mean = sum(values) / n
+    if n == 1:
+        return Interval(mean, mean, mean, 1)
+    sem = float(scipy_stats.sem(values))
+    if sem == 0.0:
+        return Interval(mean, mean, mean, n)
+    low, high = scipy_stats.t.interval(confidence, n - 1, loc=mean, scale=sem)
+    return Interval(mean, float(low), float(high), n)
+
+
+def tie_ranks(intervals: Sequence[Interval], higher_is_better: bool = True) -> list[int]:
+    """Rank with ties by confidence interval (the Chatbot Arena rule).
+
+    An entry's rank is 1 + the number of entries whose interval lies entirely better than its
+    own, so entries whose intervals overlap the leader's all share rank 1. Entries without data
+    (NaN) rank last.
+    """
+    ranks = []
+    for mine in intervals:
+        if math.isnan(mine.value):
+            ranks.append(len(intervals))
+            continue
+        better = 0
+        for other in intervals:
+            if other is mine or math.isnan(other.value):
+                continue
+            if (other.low > mine.high) if higher_is_better else (other.high < mine.low):
+                better += 1
+        ranks.append(1 + better)
+    return ranks
