@@ -1,1 +1,81 @@
-"""Agent clients, one per wire protocol (DESIGN.md §6)."""
+"""Agent clients, one per wire protocol (DESIGN.md §6), all behind the outbound guard.
+
+Use :func:`make_client` to build the client of a registered agent::
+
+    client = make_client("openai-chat", "https://agent.example.org", model="m", api_key=key)
+    reply = client.complete([{"role": "user", "content": prompt}], episode_id=token)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from evaluator.agents.base import AgentClient, AgentError, AgentReply
+from evaluator.agents.guard import LOOPBACK_NETWORKS, OutboundGuard, RefusedAddressError
+from evaluator.agents.http_json import HttpJsonClient
+from evaluator.agents.openai_chat import OpenAIChatClient
+
+#: Wire protocols an agent can be registered with.
+PROTOCOLS: tuple[str, ...] = ("openai-chat", "http-json")
+
+__all__ = [
+    "LOOPBACK_NETWORKS",
+    "PROTOCOLS",
+    "AgentClient",
+    "AgentError",
+    "AgentReply",
+    "HttpJsonClient",
+    "OpenAIChatClient",
+    "OutboundGuard",
+    "RefusedAddressError",
+    "make_client",
+]
+
+
+def make_client(
+    protocol: str,
+    url: str,
+    *,
+    api_key: str | None = None,
+    model: str | None = None,
+    timeout_s: float = 60.0,
+    allowed_networks: Sequence[str] = (),
+    max_response_bytes: int = 1_048_576,
+) -> AgentClient:
+    """Return the client for an agent endpoint.
+
+    Args:
+        protocol: one of :data:`PROTOCOLS`.
+        url: endpoint URL (``openai-chat``: the server base; ``http-json``: the POST URL).
+        api_key: optional secret, sent as ``Authorization: Bearer``.
+        model: the ``model`` field for ``openai-chat`` (ignored by ``http-json``).
+        timeout_s: total deadline of one reply in seconds (60 s, netarena-reference §A.1).
+        allowed_networks: CIDR allow-list of non-public networks (``LOOPBACK_NETWORKS`` for
+            local development and tests); public addresses are always allowed.
+        max_response_bytes: response body cap in bytes (1 MiB by default).
+
+    Raises:
+        ValueError: unknown protocol, bad URL scheme/host, bad allow-list or limits.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown agent protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+    try:
+        OutboundGuard().check_syntax(url)
+    except RefusedAddressError as exc:
+        raise ValueError(str(exc)) from None
+    if protocol == "openai-chat":
+        return OpenAIChatClient(
+            url,
+            model=model,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            allowed_networks=allowed_networks,
+            max_response_bytes=max_response_bytes,
+        )
+    return HttpJsonClient(
+        url,
+        api_key=api_key,
+        timeout_s=timeout_s,
+        allowed_networks=allowed_networks,
+        max_response_bytes=max_response_bytes,
+    )
