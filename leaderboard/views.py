@@ -1,8 +1,31 @@
-"""Leaderboard views (thin: data comes from selectors)."""
+"""Leaderboard pages (thin: data from selectors, figures from plots)."""
+
+from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from leaderboard.plots import ci_overlap_figure, spider_figure
+from leaderboard.selectors import all_standings
+
+APP_TITLES = {
+    "malt": "Datacenter capacity planning (MALT)",
+    "route": "Routing misconfiguration (Mininet)",
+    "k8s": "Kubernetes NetworkPolicy troubleshooting",
+}
 
 
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
-    """Render the leaderboard."""
-    return HttpResponse("NetArena Leaderboard")
+    """The leaderboard: per app, a ranked table with 95% intervals and the CI-overlap chart."""
+    sections = []
+    for app_id, rows in all_standings().items():
+        sections.append(
+            {
+                "app_id": app_id,
+                "title": APP_TITLES.get(app_id, app_id),
+                "rows": rows,
+                "ci_figure": ci_overlap_figure(app_id=app_id, rows=rows) if rows else None,
+                "spider_figure": spider_figure(app_id=app_id, rows=rows) if rows else None,
+            }
+        )
+    return render(request, "leaderboard/index.html", {"sections": sections})

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The main job on the embedded defaults (README: `make demo`): set up, start Redis, a Celery
+# worker and the reference agents, run a real evaluation round, and leave the site on :8000.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+RUN=$PWD/var/run; mkdir -p "$RUN"
+export CELERY_BROKER_URL
+CELERY_BROKER_URL=$(scripts/services.sh start redis)
+export CELERY_RESULT_BACKEND=$CELERY_BROKER_URL
+export NETARENA_ORACLE_VAULT_DIR=$PWD/var/vault
+export NETARENA_DEMO_APPS=${NETARENA_DEMO_APPS:-malt,route}
+export NETARENA_DEMO_QUERIES=${NETARENA_DEMO_QUERIES:-12}
+PY=.venv/bin/python
+
+cleanup() { [ -n "${PIDS:-}" ] && kill $PIDS 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+
+$PY manage.py migrate --noinput >/dev/null
+PIDS=""
+.venv/bin/celery -A config worker -Q control,malt,route,k8s --concurrency 2 --loglevel WARNING \
+  --logfile "$RUN/celery.log" &
+PIDS="$PIDS $!"
+# Reference agents, each on its own loopback port (see `manage.py demo_round --help`).
+$PY manage.py demo_round --serve-agents --apps "$NETARENA_DEMO_APPS" --queries "$NETARENA_DEMO_QUERIES" \
+  --pidfile "$RUN/agents.pids"
+PIDS="$PIDS $(cat "$RUN/agents.pids")"
+echo "demo: the leaderboard is at http://localhost:8000/ (Ctrl-C stops everything)"
+$PY manage.py runserver 0.0.0.0:8000 --noreload

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a fresh Debian 12 machine (run as root): system packages, the Python
+# venv with pinned requirements, and — with WITH_K8S=1 — the Kubernetes binaries.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  redis-server postgresql            # Celery broker; production database (CI runs both)
+  mininet iproute2 iptables ipset    # the route app's emulator
+  bubblewrap                         # sandbox for agent code and commands
+  chromium                           # page tests (headless)
+  socat conntrack ethtool procps psmisc
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: need root to install: ${missing[*]}" >&2; exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.requirements.sha256
+want=$(cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -r requirements-dev.txt
+  echo "$want" > "$stamp"
+fi
+
+if [ "${WITH_K8S:-0}" = "1" ] && [ -x scripts/build_k8s.sh ]; then
+  scripts/build_k8s.sh
+fi

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The project's test command (README: `make test`): set up, start Redis and PostgreSQL, lint,
+# run the whole suite on SQLite, then the database tests again on PostgreSQL.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WITH_K8S=${WITH_K8S:-1} scripts/setup.sh
+
+export CELERY_BROKER_URL
+CELERY_BROKER_URL=$(scripts/services.sh start redis)
+export CELERY_RESULT_BACKEND=$CELERY_BROKER_URL
+PG_URL=$(scripts/services.sh start postgres)
+
+echo "== lint: ruff, mypy"
+.venv/bin/ruff check .
+.venv/bin/mypy .
+
+echo "== tests on SQLite (whole suite)"
+status=0
+.venv/bin/pytest "$@" || status=$?
+# pytest exit 5 = no tests collected: that is a failure of this script too.
+[ $status -eq 0 ] || { echo "test suite failed on SQLite (exit $status)"; exit 1; }
+
+echo "== database tests on PostgreSQL"
+DATABASE_URL=$PG_URL .venv/bin/pytest -m django_db "$@" || { echo "database tests failed on PostgreSQL"; exit 1; }

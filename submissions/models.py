@@ -1,0 +1,146 @@
+"""Teams, agents, rounds, submissions and their episodes.
+
+A **submission** is one evaluation of one agent: fresh queries for each requested app, one
+**episode** row per query. A **round** is an admin-started re-evaluation of every active agent
+with one shared seed, so that agents in a round are scored on the same queries.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Team(models.Model):
+    """A team that registers agents; its members may manage them."""
+
+    name = models.CharField(max_length=100, unique=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="teams", blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Agent(models.Model):
+    """An agent endpoint (DESIGN.md §6). The API key is stored encrypted (``secret_encrypted``)."""
+
+    class Protocol(models.TextChoices):
+        OPENAI_CHAT = "openai-chat", "OpenAI-compatible chat"
+        HTTP_JSON = "http-json", "HTTP JSON"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=100)
+    endpoint_url = models.URLField(max_length=500)
+    protocol = models.CharField(max_length=20, choices=Protocol.choices)
+    model_name = models.CharField(max_length=200, blank=True, default="")
+    secret_encrypted = models.BinaryField(blank=True, default=b"", editable=False)
+    #: Reference agents ship with the project (oracle, null, heuristic, llm); only they may live
+    #: on loopback, and only an oracle gets the vault of hidden queries.
+    reference_kind = models.CharField(max_length=20, blank=True, default="")
+    #: The apps this agent takes part in; empty means every app.
+    apps = models.JSONField(default=list, blank=True)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_agent_per_team")]
+
+    def __str__(self) -> str:
+        return f"{self.team.name}/{self.name}"
+
+    @property
+    def is_reference(self) -> bool:
+        """True for the project's own reference agents."""
+        return bool(self.reference_kind)
+
+
+class Round(models.Model):
+    """An evaluation round: every active agent evaluated on the same fresh queries."""
+
+    number = models.PositiveIntegerField(unique=True)
+    seed = models.BigIntegerField()
+    apps = models.JSONField(default=list)
+    queries_per_app = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    def __str__(self) -> str:
+        return f"round {self.number}"
+
+
+class Submission(models.Model):
+    """One evaluation of one agent on ``queries_per_app`` fresh queries of each app."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        FINISHED = "finished"
+        FAILED = "failed"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="submissions")
+    round = models.ForeignKey(
+        Round, null=True, blank=True, on_delete=models.SET_NULL, related_name="submissions"
+    )
+    seed = models.BigIntegerField()
+    apps = models.JSONField(default=list)
+    queries_per_app = models.PositiveIntegerField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["agent", "status"])]
+
+    def __str__(self) -> str:
+        return f"submission {self.pk} of {self.agent}"
+
+
+class Episode(models.Model):
+    """One query of a submission and, once run, its verdict and transcript.
+
+    ``query`` holds ``Query.to_dict()`` including the hidden ground truth: never render it.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        ERROR = "error"  # the evaluator could not run it; excluded from statistics
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="episodes")
+    app = models.CharField(max_length=20)
+    app_version = models.PositiveIntegerField(default=1)
+    index = models.PositiveIntegerField()
+    query_id = models.CharField(max_length=64)
+    level = models.PositiveSmallIntegerField()
+    label = models.CharField(max_length=100)
+    query = models.JSONField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    correct = models.BooleanField(null=True)
+    safe = models.BooleanField(null=True)
+    latency_s = models.FloatField(null=True)
+    wall_s = models.FloatField(null=True)
+    agent_s = models.FloatField(null=True)
+    steps = models.PositiveIntegerField(null=True)
+    failure = models.CharField(max_length=200, blank=True, default="")
+    details = models.JSONField(default=dict)
+    transcript = models.JSONField(default=list)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["submission", "app", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["submission", "app", "index"], name="unique_episode")
+        ]
+        indexes = [models.Index(fields=["submission", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.app} #{self.index} of submission {self.submission_id}"
