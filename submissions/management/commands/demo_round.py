@@ -1,0 +1,83 @@
+"""``python manage.py demo_round``: serve the reference agents, start a round, wait for it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from leaderboard.selectors import standings
+from submissions.models import Episode, Submission
+from submissions.reference_agents import (
+    DEFAULT_REFERENCE_AGENTS,
+    register_reference_agent,
+    serve_reference_agent,
+)
+from submissions.services import round_create
+
+
+class Command(BaseCommand):
+    """Run one real evaluation round through Celery and Redis and print the standings."""
+
+    help = (
+        "Start the reference agents (oracle, null, heuristic) as local HTTP servers, register "
+        "them, start an evaluation round on fresh queries and wait until it has finished. "
+        "Needs a running Celery worker consuming the queues control, malt, route, k8s."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        """Options."""
+        parser.add_argument("--apps", default="malt,route", help="comma-separated app ids")
+        parser.add_argument("--queries", type=int, default=12, help="queries per app")
+        parser.add_argument("--serve-agents", action="store_true",
+                            help="start the reference agent servers first")
+        parser.add_argument("--pidfile", default=None, help="write the agent servers' pids here")
+        parser.add_argument("--timeout-s", type=float, default=1800.0, help="give up after this")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Serve, register, start the round, poll until every submission is closed."""
+        apps = [a.strip() for a in options["apps"].split(",") if a.strip()]
+        if options["serve_agents"]:
+            pids = []
+            log_dir = Path(settings.BASE_DIR) / "var" / "run"
+            for kind, protocol, agent_apps in DEFAULT_REFERENCE_AGENTS:
+                wanted = [a for a in apps if not agent_apps or a in agent_apps]
+                if not wanted:
+                    continue
+                served = serve_reference_agent(
+                    kind=kind, protocol=protocol, apps=agent_apps,
+                    vault_dir=settings.NETARENA["ORACLE_VAULT_DIR"], log_dir=log_dir,
+                )
+                pids.append(str(served.process.pid))
+                agent = register_reference_agent(served)
+                self.stdout.write(f"serving {agent} ({protocol}) at {served.url}")
+            if options["pidfile"]:
+                Path(options["pidfile"]).write_text(" ".join(pids))
+        evaluation_round = round_create(apps=apps, queries_per_app=options["queries"])
+        self.stdout.write(f"started {evaluation_round} on {apps}, {options['queries']} queries per app")
+        deadline = time.monotonic() + options["timeout_s"]
+        submissions = Submission.objects.filter(round=evaluation_round)
+        while submissions.exclude(status__in=["finished", "failed"]).exists():
+            if time.monotonic() > deadline:
+                raise CommandError(f"{evaluation_round} did not finish within {options['timeout_s']} s")
+            done = Episode.objects.filter(submission__round=evaluation_round).exclude(
+                status__in=["pending", "running"]
+            ).count()
+            total = Episode.objects.filter(submission__round=evaluation_round).count()
+            self.stdout.write(f"  {done}/{total} episodes done", ending="\r")
+            self.stdout.flush()
+            time.sleep(1.0)
+        self.stdout.write("")
+        for submission in submissions:
+            if submission.status == "failed":
+                self.stdout.write(f"{submission}: FAILED: {submission.error}")
+        for app_id in apps:
+            self.stdout.write(f"\n{app_id}")
+            for row in standings(app_id=app_id):
+                self.stdout.write(
+                    f"  #{row.rank} {row.agent.name:<22} correct {100 * row.correctness.value:5.1f}% "
+                    f"safe {100 * row.safety.value:5.1f}% latency {row.latency_s.value:.3f}s n={row.n}"
+                )

@@ -1,0 +1,96 @@
+"""Start the project's reference agents as local HTTP servers and register them as agents.
+
+Used by the demo (``manage.py demo_round``) and the end-to-end tests. Each server is a
+separate ``python -m evaluator.reference`` process on a free loopback port.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from submissions.models import Agent, Team
+from submissions.services import agent_create
+
+REFERENCE_TEAM = "NetArena reference"
+
+#: (agent kind, protocol, apps it takes part in; empty = all) of the demo's reference rows.
+DEFAULT_REFERENCE_AGENTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("oracle", "http-json", ()),
+    ("null", "openai-chat", ()),
+    ("heuristic", "http-json", ("route",)),
+)
+
+
+@dataclass
+class ServedAgent:
+    """A running reference agent server."""
+
+    kind: str
+    protocol: str
+    apps: tuple[str, ...]
+    url: str
+    process: subprocess.Popen[bytes]
+
+
+def free_port() -> int:
+    """Return a TCP port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serve_reference_agent(
+    *, kind: str, protocol: str, apps: Sequence[str], vault_dir: str | Path, log_dir: Path,
+    startup_timeout_s: float = 30.0,
+) -> ServedAgent:
+    """Start one reference agent server and wait until it accepts connections.
+
+    Raises:
+        RuntimeError: the server exited or did not listen within ``startup_timeout_s``.
+    """
+    port = free_port()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = (log_dir / f"agent-{kind}-{port}.log").open("wb")
+    command = [
+        sys.executable, "-m", "evaluator.reference",
+        "--agent", kind, "--app", ",".join(apps) or "all", "--protocol", protocol,
+        "--host", "127.0.0.1", "--port", str(port), "--vault", str(vault_dir),
+    ]
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + startup_timeout_s
+    url = f"http://127.0.0.1:{port}"
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"reference agent {kind} exited with {process.returncode}; see {log.name}")
+        try:
+            httpx.get(url + "/healthz", timeout=1.0)
+            return ServedAgent(kind, protocol, tuple(apps), url, process)
+        except httpx.TransportError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"reference agent {kind} did not listen on {url} within {startup_timeout_s} s")
+
+
+def register_reference_agent(served: ServedAgent) -> Agent:
+    """Create or update the reference agent row pointing at ``served``."""
+    team, _ = Team.objects.get_or_create(name=REFERENCE_TEAM)
+    name = f"reference-{served.kind}"
+    agent = Agent.objects.filter(team=team, name=name).first()
+    if agent is None:
+        return agent_create(
+            team=team, name=name, endpoint_url=served.url, protocol=served.protocol,
+            reference_kind=served.kind, apps=served.apps,
+        )
+    Agent.objects.filter(pk=agent.pk).update(
+        endpoint_url=served.url, protocol=served.protocol, apps=list(served.apps), is_active=True
+    )
+    agent.refresh_from_db()
+    return agent
