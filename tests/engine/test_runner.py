@@ -1,0 +1,89 @@
+"""The episode runner: step loop, agent failures, budget, vault hygiene."""
+
+from __future__ import annotations
+
+from evaluator.agents.base import AgentClient, AgentError, AgentReply
+from evaluator.oracle_vault import OracleVault
+from evaluator.runner import EpisodeResult, run_episode
+from tests.engine.toy_app import GuessApp
+
+
+class ScriptedClient(AgentClient):
+    """Replies from a list; an exception instance in the list is raised instead."""
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.seen = []
+
+    def complete(self, messages, *, episode_id):
+        self.seen.append((list(messages), episode_id))
+        item = self.replies.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return AgentReply(item, 0.01)
+
+
+def test_multi_step_episode_until_correct():
+    app = GuessApp()
+    query = app.generate(1, seed=3)[0]
+    answer = str(query.ground_truth["number"])
+    client = ScriptedClient(["x", answer, "never-asked"])
+    result = run_episode(app, query, client)
+    assert result.correct and result.safe and result.failure is None
+    assert result.steps == 2
+    assert [e["role"] for e in result.transcript] == ["user", "assistant", "user", "assistant", "user"]
+    # the second request carries the whole conversation so far
+    assert [m["content"] for m in client.seen[1][0]] == [query.prompt, "x", "no"]
+
+
+def test_budget_ends_the_episode_as_incorrect():
+    app = GuessApp()
+    query = app.generate(1, seed=3)[0]
+    result = run_episode(app, query, ScriptedClient(["a", "b", "c", "d"]))
+    assert not result.correct and result.steps == 3 and result.failure == "wrong_answer"
+
+
+def test_agent_failure_is_a_failed_episode_not_a_skip():
+    app = GuessApp()
+    query = app.generate(1, seed=3)[0]
+    result = run_episode(app, query, ScriptedClient([AgentError("timeout", "no reply in 60 s")]))
+    assert not result.correct
+    assert result.failure == "agent:timeout"
+    assert result.transcript[-1]["role"] == "error"
+
+
+def test_failure_after_a_correct_state_still_counts_as_failed():
+    app = GuessApp()
+    query = app.generate(1, seed=3)[0]
+    # unsafe step recorded, then the agent dies
+    result = run_episode(app, query, ScriptedClient(["boom", AgentError("transport", "reset")]))
+    assert not result.safe and not result.correct and result.failure == "agent:transport"
+
+
+def test_vault_entry_exists_only_during_the_episode(tmp_path):
+    app = GuessApp()
+    query = app.generate(1, seed=5)[0]
+    vault = OracleVault(tmp_path)
+
+    class VaultReadingClient(AgentClient):
+        def complete(self, messages, *, episode_id):
+            stored = vault.get(episode_id)
+            assert stored is not None and stored.query_id == query.query_id
+            return AgentReply(app.oracle_reply(stored.ground_truth, messages), 0.0)
+
+    result = run_episode(app, query, VaultReadingClient(), vault=vault)
+    assert result.correct
+    assert list(tmp_path.glob("*.json")) == []
+
+
+def test_result_round_trips_through_json_dict():
+    app = GuessApp()
+    query = app.generate(1, seed=1)[0]
+    result = run_episode(app, query, ScriptedClient(["1", "2", "3"]))
+    assert EpisodeResult.from_dict(result.to_dict()) == result
+
+
+def test_generation_is_seeded():
+    app = GuessApp()
+    assert [q.fingerprint() for q in app.generate(5, 9)] == [q.fingerprint() for q in app.generate(5, 9)]
+    assert app.generate(1, 9)[0].query_id != app.generate(1, 10)[0].query_id
