@@ -11,7 +11,7 @@ from submissions.services import SubmissionError, round_create
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin[Team]):
+class TeamAdmin(admin.ModelAdmin):
     """Teams."""
 
     list_display = ("name", "created_at")
@@ -19,7 +19,7 @@ class TeamAdmin(admin.ModelAdmin[Team]):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin[Agent]):
+class AgentAdmin(admin.ModelAdmin):
     """Agents; the encrypted secret is not editable here."""
 
     list_display = ("name", "team", "protocol", "endpoint_url", "reference_kind", "is_active")
@@ -28,7 +28,7 @@ class AgentAdmin(admin.ModelAdmin[Agent]):
 
 
 @admin.register(Round)
-class RoundAdmin(admin.ModelAdmin[Round]):
+class RoundAdmin(admin.ModelAdmin):
     """Rounds; 'repeat' starts a new round with the same apps and size on a fresh seed."""
 
     list_display = ("number", "apps", "queries_per_app", "created_at")
@@ -49,7 +49,7 @@ class RoundAdmin(admin.ModelAdmin[Round]):
 
 
 @admin.register(Submission)
-class SubmissionAdmin(admin.ModelAdmin[Submission]):
+class SubmissionAdmin(admin.ModelAdmin):
     """Submissions (read mostly)."""
 
     list_display = ("pk", "agent", "round", "status", "created_at", "finished_at")
@@ -58,7 +58,7 @@ class SubmissionAdmin(admin.ModelAdmin[Submission]):
 
 
 @admin.register(Episode)
-class EpisodeAdmin(admin.ModelAdmin[Episode]):
+class EpisodeAdmin(admin.ModelAdmin):
     """Episodes with their verdicts."""
 
     list_display = ("pk", "submission", "app", "level", "label", "status", "correct", "safe", "failure")
