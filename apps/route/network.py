@@ -1,0 +1,309 @@
+"""One running routing network: a Mininet instance owned by one episode.
+
+Lifecycle: :meth:`RouteNetwork.start` claims a unique name prefix (a lock file under
+``/run/netarena-route``, held with ``flock`` for the network's lifetime), removes what a crashed
+owner of a *stale* prefix left behind (only prefixes whose lock is no longer held: never another
+live episode's), builds the Mininet network (iproute2 Linux bridges, no controller) and switches
+IP forwarding on in ``r0``. :meth:`RouteNetwork.stop` stops Mininet, deletes any interface that
+still carries the prefix, kills any leftover node shell and releases the prefix. There is no
+global ``mn -c``.
+
+The evaluator's own (trusted) commands run in a node's namespace with
+``nsenter --net=/proc/<pid>/ns/net``; agent commands go through :mod:`apps.route.sandbox`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import secrets
+import signal
+import string
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from apps.route.probe import PingallResult, pingall
+from apps.route.topology import RouteTopology, build_mininet_topo
+from evaluator.app import DependencyMissingError, EmulatorError
+
+#: Directory of per-prefix lock files (tmpfs: a reboot clears it).
+LOCK_DIR = Path(os.environ.get("NETARENA_ROUTE_LOCK_DIR", "/run/netarena-route"))
+#: Prefixes look like ``n<3 base-36 chars>_`` (46,656 values, 5 characters).
+PREFIX_RE = re.compile(r"^n[0-9a-z]{3}_$")
+_ALPHABET = string.digits + string.ascii_lowercase
+#: Default per-command timeout of evaluator-side commands (seconds).
+EXEC_TIMEOUT_S = 10.0
+
+
+def _random_prefix() -> str:
+    return "n" + "".join(secrets.choice(_ALPHABET) for _ in range(3)) + "_"
+
+
+def list_interfaces() -> list[str]:
+    """Names of all interfaces in the root network namespace (``/sys/class/net``)."""
+    try:
+        return sorted(os.listdir("/sys/class/net"))
+    except OSError:
+        return []
+
+
+def node_shell_pids(prefix: str) -> list[int]:
+    """Pids of Mininet node shells (``bash ... mininet:<prefix>...``) of ``prefix``."""
+    marker = f"mininet:{prefix}".encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker in cmdline:
+            pids.append(int(entry))
+    return pids
+
+
+def remove_prefix_leftovers(prefix: str) -> dict[str, int]:
+    """Delete root-namespace interfaces and kill node shells named with ``prefix``.
+
+    Only call this for a prefix you hold the lock of (or whose owner is dead).
+    Returns ``{"interfaces": n, "processes": m}`` removed.
+    """
+    if not PREFIX_RE.match(prefix):
+        raise ValueError(f"not an episode prefix: {prefix!r}")
+    killed = 0
+    for pid in node_shell_pids(prefix):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    removed = 0
+    for name in list_interfaces():
+        if name.startswith(prefix):
+            subprocess.run(["ip", "link", "del", "dev", name], capture_output=True, check=False)
+            removed += 1
+    return {"interfaces": removed, "processes": killed}
+
+
+def cleanup_stale_prefixes() -> list[str]:
+    """Clean up after episodes whose process died (their prefix lock is no longer held).
+
+    Returns the prefixes cleaned. Live episodes hold their lock, so they are never touched.
+    """
+    cleaned = []
+    if not LOCK_DIR.is_dir():
+        return cleaned
+    for lock_path in LOCK_DIR.glob("n*_.lock"):
+        prefix = lock_path.name[: -len(".lock")]
+        if not PREFIX_RE.match(prefix):
+            continue
+        try:
+            fd = os.open(lock_path, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # held: a live episode
+        try:
+            remove_prefix_leftovers(prefix)
+            with contextlib.suppress(OSError):
+                lock_path.unlink()
+            cleaned.append(prefix)
+        finally:
+            os.close(fd)
+    return cleaned
+
+
+class PrefixClaim:
+    """An exclusive claim on a name prefix, held by ``flock`` on ``LOCK_DIR/<prefix>.lock``."""
+
+    def __init__(self, prefix: str, fd: int) -> None:
+        self.prefix = prefix
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, attempts: int = 64) -> PrefixClaim:
+        """Claim a fresh random prefix no live episode or interface uses.
+
+        Raises:
+            EmulatorError: no free prefix after ``attempts`` tries (should not happen).
+        """
+        LOCK_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for _ in range(attempts):
+            prefix = _random_prefix()
+            path = LOCK_DIR / f"{prefix}.lock"
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            if any(name.startswith(prefix) for name in list_interfaces()):
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                continue
+            os.write(fd, f"{os.getpid()}\n".encode())
+            return cls(prefix, fd)
+        raise EmulatorError("could not claim a free episode prefix")
+
+    def release(self) -> None:
+        """Remove the lock file and release the lock (idempotent)."""
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            (LOCK_DIR / f"{self.prefix}.lock").unlink()
+        os.close(self._fd)
+        self._fd = None
+
+
+class RouteNetwork:
+    """A started Mininet network for one episode.
+
+    Attributes:
+        topology: the prefixed :class:`RouteTopology`.
+        pids: machine name -> pid of its Mininet shell (hosts then ``r0``).
+        build_s / stop_s: seconds the last build / stop took.
+    """
+
+    def __init__(self, topology: RouteTopology) -> None:
+        self._shape = topology
+        self.topology = topology
+        self.pids: dict[str, int] = {}
+        self._net: Any = None
+        self._claim: PrefixClaim | None = None
+        self.build_s = 0.0
+        self.stop_s = 0.0
+
+    # lifecycle ----------------------------------------------------------------------------
+    def start(self) -> RouteNetwork:
+        """Claim a prefix, build and start the network.
+
+        Raises:
+            DependencyMissingError: Mininet/mnexec/nsenter missing.
+            EmulatorError: not root, or the network failed to come up.
+        """
+        if os.geteuid() != 0:
+            raise EmulatorError("the route app needs root (network namespaces)")
+        from apps.route.mn import mininet_api
+
+        api = mininet_api()
+        started = time.perf_counter()
+        cleanup_stale_prefixes()
+        self._claim = PrefixClaim.acquire()
+        self.topology = self._shape.with_prefix(self._claim.prefix)
+        try:
+            topo = build_mininet_topo(self.topology)
+            self._net = api["Mininet"](
+                topo=topo,
+                switch=api["IPRouteBridge"],
+                controller=None,
+                build=True,
+                cleanup=False,
+                waitConnected=False,
+            )
+            self._net.start()
+            self.pids = {name: int(self._net[name].pid) for name in self.topology.machines()}
+            out = self.exec(self.topology.router, ["sysctl", "-w", "net.ipv4.ip_forward=1"])
+            if out[0] != 0:
+                raise EmulatorError(f"cannot enable forwarding on r0: {out[1]}")
+        except DependencyMissingError:
+            self.stop()
+            raise
+        except Exception as exc:
+            self.stop()
+            if isinstance(exc, EmulatorError):
+                raise
+            raise EmulatorError(f"Mininet failed to build the network: {exc}") from exc
+        self.build_s = time.perf_counter() - started
+        return self
+
+    def stop(self) -> None:
+        """Stop Mininet and remove every trace of this network's prefix (idempotent)."""
+        started = time.perf_counter()
+        net, self._net = self._net, None
+        if net is not None:
+            with contextlib.suppress(Exception):
+                net.stop()
+        if self._claim is not None:
+            remove_prefix_leftovers(self._claim.prefix)
+            self._claim.release()
+            self._claim = None
+        self.pids = {}
+        self.stop_s = time.perf_counter() - started
+
+    @property
+    def running(self) -> bool:
+        """True between :meth:`start` and :meth:`stop`."""
+        return self._net is not None
+
+    def __enter__(self) -> RouteNetwork:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    # evaluator-side execution -------------------------------------------------------------
+    def pid_of(self, machine: str) -> int:
+        """Pid of ``machine``'s shell. Raises ``KeyError`` for a name not in this network."""
+        return self.pids[machine]
+
+    def exec(
+        self, machine: str, argv: list[str], timeout_s: float = EXEC_TIMEOUT_S
+    ) -> tuple[int, str]:
+        """Run trusted ``argv`` in ``machine``'s network namespace; return (status, output).
+
+        Only for the evaluator's own commands (fault injection, state fingerprints); agent
+        commands go through the sandbox. Raises ``KeyError`` for an unknown machine.
+        """
+        pid = self.pid_of(machine)
+        try:
+            proc = subprocess.run(
+                ["nsenter", f"--net=/proc/{pid}/ns/net", "--", *argv],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return 124, f"timed out after {timeout_s} s"
+        return proc.returncode, (proc.stdout + proc.stderr).strip()
+
+    def pingall(self, *, timeout_s: float = 0.25, attempts: int = 2) -> PingallResult:
+        """Probe every ordered pair of machines (hosts and r0). See :func:`probe.pingall`."""
+        ips = {name: self.topology.probe_ip(name) for name in self.pids}
+        return pingall(self.pids, ips, timeout_s=timeout_s, attempts=attempts)
+
+    def fingerprint(self, machine: str) -> str:
+        """Text snapshot of ``machine``'s network configuration (links, addresses, routes,
+        rules, qdiscs, netfilter rules, forwarding), used to tell whether a step changed state.
+        """
+        parts = []
+        for argv in (
+            ["ip", "-d", "link", "show"],
+            ["ip", "addr", "show"],
+            ["ip", "route", "show", "table", "all"],
+            ["ip", "rule", "show"],
+            ["tc", "qdisc", "show"],
+            ["iptables-save"],
+            ["cat", "/proc/sys/net/ipv4/ip_forward"],
+        ):
+            _status, out = self.exec(machine, argv)
+            if argv[0] == "iptables-save":
+                out = "\n".join(
+                    re.sub(r"\[\d+:\d+\]", "", line)
+                    for line in out.splitlines()
+                    if not line.startswith("#")
+                )
+            if argv[:2] == ["ip", "-d"]:
+                out = re.sub(r"\b(valid_lft|preferred_lft) \S+", "", out)
+            parts.append(out)
+        return "\n---\n".join(parts)
