@@ -11,6 +11,7 @@ import environ
 import plotly
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+(BASE_DIR / "var").mkdir(exist_ok=True)
 
 env = environ.Env(
     DJANGO_DEBUG=(bool, False),
@@ -67,6 +68,11 @@ TEMPLATES = [
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'db.sqlite3'}"),
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Celery workers are separate processes: give them time to wait for the write lock, and
+    # keep the test database in a file so that end-to-end tests can share it with a worker.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test-db.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
