@@ -1,0 +1,189 @@
+"""Reference agents served by the deployment (DESIGN.md §6): oracle, null, heuristic, llm.
+
+A reference agent turns the chat so far (``[{"role", "content"}, ...]``, newest observation
+last) into one reply text, exactly as a team's agent would; :mod:`evaluator.reference.server`
+puts it behind either wire protocol. They are stateless: everything they know comes from the
+request (and, for the oracle, from the oracle vault entry named by the episode token).
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+from evaluator import registry
+from evaluator.app import App, UnknownAppError
+from evaluator.oracle_vault import OracleVault
+from evaluator.types import JSON
+
+#: Reference agent names accepted by :func:`make_agent` and the ``serve_agent`` command.
+AGENT_NAMES: tuple[str, ...] = ("oracle", "null", "heuristic", "llm")
+
+
+class AgentConfigError(ValueError):
+    """A reference agent cannot be built from the given options (the message says why)."""
+
+
+class AgentReplyError(Exception):
+    """A reference agent cannot answer this request; served as an HTTP error.
+
+    Attributes:
+        status: HTTP status code to answer with (400 bad request, 404 no vault entry,
+            502 upstream model failed).
+    """
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ReferenceAgent(ABC):
+    """An agent that answers a chat with one reply text.
+
+    Attributes:
+        name: agent kind (one of :data:`AGENT_NAMES`).
+        app: the benchmark app whose queries it answers.
+    """
+
+    name: str = ""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    @abstractmethod
+    def reply(self, messages: list[JSON], episode_id: str | None) -> str:
+        """Return the reply to ``messages``. Raises :class:`AgentReplyError`."""
+
+    def describe(self) -> JSON:
+        """JSON description for the health endpoint (never secrets)."""
+        return {"agent": self.name, "app": self.app.app_id}
+
+
+def load_app(spec: str) -> App:
+    """Return the app for a registered id (``malt``) or a ``module:Class`` path.
+
+    The dotted form lets an app author serve reference agents for an app that is not yet
+    registered (and lets tests use a throwaway app in a subprocess).
+
+    Raises:
+        AgentConfigError: unknown id, import failure, or the class is not an :class:`App`.
+    """
+    if spec in registry.APP_PATHS or ":" not in spec:
+        try:
+            return registry.get_app(spec)
+        except UnknownAppError as exc:
+            raise AgentConfigError(str(exc)) from None
+    module_name, _, class_name = spec.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise AgentConfigError(f"cannot load app {spec!r}: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, App)):
+        raise AgentConfigError(f"{spec!r} is not an evaluator.app.App subclass")
+    return cls()
+
+
+class OracleAgent(ReferenceAgent):
+    """Answers from the hidden ground truth found in the oracle vault.
+
+    The evaluator deposits each episode's query in the vault under the episode token it
+    sends as ``X-NetArena-Episode`` (``evaluator/oracle_vault.py``); the oracle reads it and
+    answers ``App.oracle_reply(query.ground_truth, history)`` of the query's app.
+    """
+
+    name = "oracle"
+
+    def __init__(self, app: App, vault: OracleVault) -> None:
+        super().__init__(app)
+        self.vault = vault
+
+    def reply(self, messages: list[JSON], episode_id: str | None) -> str:
+        """Return the app's oracle reply. Raises :class:`AgentReplyError` 400/404."""
+        if not episode_id:
+            raise AgentReplyError(400, "the oracle needs the X-NetArena-Episode header")
+        query = self.vault.get(episode_id)
+        if query is None:
+            raise AgentReplyError(
+                404,
+                f"no oracle vault entry for episode {episode_id[:40]!r} in "
+                f"{self.vault.directory}: was the evaluation started with this vault?",
+            )
+        if query.app_id == self.app.app_id:
+            app = self.app
+        else:
+            try:
+                app = registry.get_app(query.app_id)
+            except UnknownAppError as exc:
+                raise AgentReplyError(404, f"vault entry names an unknown app: {exc}") from None
+        return app.oracle_reply(query.ground_truth, messages)
+
+
+class NullAgent(ReferenceAgent):
+    """Always gives the app's well-formed do-nothing reply (``App.null_reply``)."""
+
+    name = "null"
+
+    def reply(self, messages: list[JSON], episode_id: str | None) -> str:
+        """Return ``app.null_reply(messages)``."""
+        return self.app.null_reply(messages)
+
+
+class HeuristicAgent(ReferenceAgent):
+    """A scripted operator without LLM or ground truth: ``app.heuristic_reply(history)``.
+
+    Raises:
+        AgentConfigError: the app has no ``heuristic_reply`` method.
+    """
+
+    name = "heuristic"
+
+    def __init__(self, app: App) -> None:
+        super().__init__(app)
+        if not callable(getattr(app, "heuristic_reply", None)):
+            raise AgentConfigError(
+                f"app {app.app_id!r} has no heuristic operator (no heuristic_reply method); "
+                "serve the oracle, null or llm agent for it instead"
+            )
+
+    def reply(self, messages: list[JSON], episode_id: str | None) -> str:
+        """Return ``app.heuristic_reply(messages)``."""
+        text: str = self.app.heuristic_reply(messages)  # type: ignore[attr-defined]
+        return text
+
+
+def make_agent(
+    name: str,
+    app: App,
+    *,
+    vault_dir: str | Path | None = None,
+    llm_options: JSON | None = None,
+) -> ReferenceAgent:
+    """Build a reference agent.
+
+    Args:
+        name: one of :data:`AGENT_NAMES`.
+        app: the app it answers (see :func:`load_app`).
+        vault_dir: oracle vault directory (required for ``oracle``).
+        llm_options: keyword arguments of :func:`evaluator.reference.llm.make_llm_agent`
+            (required for ``llm``: at least ``upstream_url``).
+
+    Raises:
+        AgentConfigError: unknown name or missing/invalid options.
+    """
+    if name == "oracle":
+        if vault_dir is None:
+            raise AgentConfigError(
+                "the oracle agent needs a vault directory (--vault DIR), the one the "
+                "evaluation writes episode queries to"
+            )
+        return OracleAgent(app, OracleVault(vault_dir))
+    if name == "null":
+        return NullAgent(app)
+    if name == "heuristic":
+        return HeuristicAgent(app)
+    if name == "llm":
+        from evaluator.reference.llm import make_llm_agent
+
+        return make_llm_agent(app, **(llm_options or {}))
+    raise AgentConfigError(f"unknown reference agent {name!r}; known: {', '.join(AGENT_NAMES)}")
