@@ -11,7 +11,7 @@ import environ
 import plotly
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-(BASE_DIR / "var").mkdir(exist_ok=True)
+(BASE_DIR / "var" / "staticfiles").mkdir(parents=True, exist_ok=True)
 
 env = environ.Env(
     DJANGO_DEBUG=(bool, False),

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, render
 
 from leaderboard.plots import ci_overlap_figure, spider_figure
 from leaderboard.selectors import all_standings
+from submissions.models import Submission
 
 APP_TITLES = {
     "malt": "Datacenter capacity planning (MALT)",
@@ -29,3 +30,15 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
             }
         )
     return render(request, "leaderboard/index.html", {"sections": sections})
+
+
+def submission_page(request: HttpRequest, submission_id: int) -> HttpResponse:
+    """One submission: status and its episodes' verdicts (never the hidden ground truth)."""
+    submission = get_object_or_404(
+        Submission.objects.select_related("agent__team", "round"), pk=submission_id
+    )
+    episodes = submission.episodes.only(
+        "app", "index", "level", "label", "status", "correct", "safe", "latency_s", "steps",
+        "failure", "query_id",
+    )
+    return render(request, "leaderboard/submission.html", {"submission": submission, "episodes": episodes})
