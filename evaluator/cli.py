@@ -11,7 +11,6 @@ import sys
 from collections.abc import Sequence
 
 from evaluator.agents import make_client
-from evaluator.agents.guard import GuardError
 from evaluator.evaluation import evaluate_agent
 from evaluator.oracle_vault import OracleVault
 from evaluator.registry import app_ids
@@ -26,20 +25,37 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``evaluate`` options to ``parser`` (shared by the Django command)."""
     parser.add_argument("--agent-url", required=True, help="agent endpoint base URL")
     parser.add_argument("--protocol", required=True, choices=["openai-chat", "http-json"])
-    parser.add_argument("--apps", default="malt", help="comma-separated app ids: " + ",".join(app_ids()))
+    parser.add_argument(
+        "--apps", default="malt", help="comma-separated app ids: " + ",".join(app_ids())
+    )
     parser.add_argument("--queries", type=int, default=20, help="queries per app (default 20)")
     parser.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
-    parser.add_argument("--level", type=int, choices=[1, 2, 3], default=None, help="only this level")
+    parser.add_argument(
+        "--level", type=int, choices=[1, 2, 3], default=None, help="only this level"
+    )
     parser.add_argument("--json", dest="json_out", default=None, help="write the result file here")
     parser.add_argument("--model", default=None, help="model name sent to openai-chat endpoints")
-    parser.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
-    parser.add_argument("--timeout-s", type=float, default=60.0, help="per-reply deadline (seconds)")
-    parser.add_argument("--max-steps", type=int, default=None, help="step budget (default: per app)")
+    parser.add_argument(
+        "--api-key-env", default=None, help="environment variable holding the API key"
+    )
+    parser.add_argument(
+        "--timeout-s", type=float, default=60.0, help="per-reply deadline (seconds)"
+    )
+    parser.add_argument(
+        "--max-steps", type=int, default=None, help="step budget (default: per app)"
+    )
     parser.add_argument("--concurrency", type=int, default=1, help="episodes run at once")
-    parser.add_argument("--oracle-vault", default=None,
-                        help="directory shared with a locally served oracle reference agent")
-    parser.add_argument("--allow-network", action="append", default=None,
-                        help="CIDR the agent may live in (default: loopback); repeatable")
+    parser.add_argument(
+        "--oracle-vault",
+        default=None,
+        help="directory shared with a locally served oracle reference agent",
+    )
+    parser.add_argument(
+        "--allow-network",
+        action="append",
+        default=None,
+        help="CIDR the agent may live in (default: loopback); repeatable",
+    )
     parser.add_argument("--quiet", action="store_true", help="no per-episode lines")
 
 
@@ -63,7 +79,11 @@ def run_evaluate(options: argparse.Namespace, out: object = sys.stdout) -> int:
         import os
 
         api_key = os.environ.get(options.api_key_env)
-    allowed = options.allow_network if options.allow_network is not None else list(DEFAULT_CLI_ALLOWED_NETWORKS)
+    allowed = (
+        options.allow_network
+        if options.allow_network is not None
+        else list(DEFAULT_CLI_ALLOWED_NETWORKS)
+    )
     try:
         client = make_client(
             options.protocol,
@@ -73,7 +93,7 @@ def run_evaluate(options: argparse.Namespace, out: object = sys.stdout) -> int:
             timeout_s=options.timeout_s,
             allowed_networks=allowed,
         )
-    except (ValueError, GuardError) as exc:
+    except ValueError as exc:
         write(f"error: {exc}\n")
         return 2
 
@@ -106,7 +126,9 @@ def run_evaluate(options: argparse.Namespace, out: object = sys.stdout) -> int:
     write("\n" + format_summary_table(document["summary"]) + "\n")
     failures = document["run"]["infrastructure_failures"]
     if failures:
-        write(f"warning: {failures} episode(s) could not be run (infrastructure) and are not scored\n")
+        write(
+            f"warning: {failures} episode(s) could not be run (infrastructure) and are not scored\n"
+        )
     if options.json_out:
         write_result_file(options.json_out, document)
         write(f"wrote {options.json_out}\n")

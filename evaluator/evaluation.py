@@ -49,7 +49,11 @@ def infrastructure_failure(query: Query, message: str) -> EpisodeResult:
 
 
 def run_episode_guarded(
-    app: App, query: Query, client: AgentClient, *, vault: OracleVault | None = None,
+    app: App,
+    query: Query,
+    client: AgentClient,
+    *,
+    vault: OracleVault | None = None,
     max_steps: int | None = None,
 ) -> EpisodeResult:
     """``run_episode`` with retries on emulator failures; never raises ``EmulatorError``."""
@@ -87,9 +91,7 @@ def evaluate_agent(
     started_at = datetime.now(UTC).isoformat()
     apps = [get_app(app_id) for app_id in app_ids]
     jobs = [
-        (app, query)
-        for app in apps
-        for query in app.generate(queries_per_app, seed, level=level)
+        (app, query) for app in apps for query in app.generate(queries_per_app, seed, level=level)
     ]
     results: list[EpisodeResult] = []
     t0 = time.perf_counter()

@@ -31,7 +31,11 @@ class OracleVault:
         return self.directory / f"{episode_id}.json"
 
     def put(self, episode_id: str, query: Query) -> None:
-        """Store ``query`` under ``episode_id`` (atomic rename). Raises ``ValueError`` on a bad id."""
+        """Store ``query`` under ``episode_id`` (atomic rename).
+
+        Raises:
+            ValueError: malformed episode id.
+        """
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         target = self._path(episode_id)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")

@@ -65,7 +65,8 @@ def summarize(results: Iterable[EpisodeResult]) -> JSON:
 def _pct(interval: JSON) -> str:
     if interval["value"] is None:
         return "-"
-    return f"{100 * interval['value']:5.1f}% [{100 * interval['low']:5.1f},{100 * interval['high']:5.1f}]"
+    value, low, high = (100 * interval[k] for k in ("value", "low", "high"))
+    return f"{value:5.1f}% [{low:5.1f},{high:5.1f}]"
 
 
 def _secs(interval: JSON) -> str:
@@ -76,7 +77,10 @@ def _secs(interval: JSON) -> str:
 
 def format_summary_table(summary: JSON) -> str:
     """Plain-text table: per app and level, correctness, safety and latency with 95% CIs."""
-    header = f"{'app':<6} {'level':<5} {'n':>4}  {'correctness (95% CI)':<24} {'safety (95% CI)':<24} latency (95% CI)"
+    header = (
+        f"{'app':<6} {'level':<5} {'n':>4}  {'correctness (95% CI)':<24} "
+        f"{'safety (95% CI)':<24} latency (95% CI)"
+    )
     lines = [header, "-" * len(header)]
     for app_id, app_summary in summary.items():
         rows = [(level, group) for level, group in app_summary["levels"].items()]

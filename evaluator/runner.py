@@ -54,7 +54,10 @@ class EpisodeResult:
 def _clip(text: str) -> str:
     if len(text) <= TRANSCRIPT_ENTRY_MAX_CHARS:
         return text
-    return text[:TRANSCRIPT_ENTRY_MAX_CHARS] + f"\n[... {len(text) - TRANSCRIPT_ENTRY_MAX_CHARS} characters cut]"
+    return (
+        text[:TRANSCRIPT_ENTRY_MAX_CHARS]
+        + f"\n[... {len(text) - TRANSCRIPT_ENTRY_MAX_CHARS} characters cut]"
+    )
 
 
 def new_episode_id() -> str:
@@ -103,7 +106,11 @@ def run_episode(
                     break
                 agent_s += reply.latency_s
                 transcript.append(
-                    {"role": "assistant", "content": _clip(reply.text), "latency_s": reply.latency_s}
+                    {
+                        "role": "assistant",
+                        "content": _clip(reply.text),
+                        "latency_s": reply.latency_s,
+                    }
                 )
                 result = episode.step(reply.text)
                 transcript.append(

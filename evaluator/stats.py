@@ -38,7 +38,10 @@ class Interval:
 
     def to_dict(self) -> JSON:
         """JSON form; NaN becomes ``None``."""
-        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+        return {
+            k: (None if isinstance(v, float) and math.isnan(v) else v)
+            for k, v in asdict(self).items()
+        }
 
 
 _NAN = float("nan")
@@ -75,7 +78,7 @@ def sem_interval(outcomes: Sequence[bool | float], confidence: float = CONFIDENC
 
 
 def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
-    """Student-t interval of a mean (latency in seconds, steps). One value: a zero-width interval."""
+    """Student-t interval of a mean (latency in seconds, steps); one value gives a zero width."""
     n = len(values)
     if n == 0:
         return Interval(_NAN, _NAN, _NAN, 0)

@@ -37,6 +37,10 @@ class LeaderboardListApi(APIView):
         """Return ``{"apps": {app_id: [row, ...]}}``; 400 for an unknown app."""
         wanted = request.query_params.get("app")
         if wanted is not None and wanted not in app_ids():
-            return Response({"detail": f"unknown app {wanted!r}", "code": "unknown_app"}, status=400)
+            return Response(
+                {"detail": f"unknown app {wanted!r}", "code": "unknown_app"}, status=400
+            )
         chosen = [wanted] if wanted else app_ids()
-        return Response({"apps": {a: [standing_to_dict(r) for r in standings(app_id=a)] for a in chosen}})
+        return Response(
+            {"apps": {a: [standing_to_dict(r) for r in standings(app_id=a)] for a in chosen}}
+        )

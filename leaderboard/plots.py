@@ -41,8 +41,13 @@ def ci_overlap_figure(*, app_id: str, rows: Sequence[Standing]) -> dict[str, Any
     )
     if rows:
         leader = rows[0].correctness
-        fig.add_vrect(x0=100 * leader.low, x1=100 * leader.high, fillcolor="#1f5fa8", opacity=0.08,
-                      line_width=0)
+        fig.add_vrect(
+            x0=100 * leader.low,
+            x1=100 * leader.high,
+            fillcolor="#1f5fa8",
+            opacity=0.08,
+            line_width=0,
+        )
     fig.update_layout(
         title=f"{app_id}: correctness with 95% Wilson intervals",
         xaxis={"title": "correct episodes (%)", "range": [0, 100]},
@@ -59,8 +64,15 @@ def spider_figure(*, app_id: str, rows: Sequence[Standing]) -> dict[str, Any]:
     fig = go.Figure()
     for r in rows:
         values = [100 * r.labels[a].value if a in r.labels else 0.0 for a in axes]
-        fig.add_trace(go.Scatterpolar(r=values + values[:1], theta=axes + axes[:1], name=r.agent.name,
-                                      fill="toself", opacity=0.6))
+        fig.add_trace(
+            go.Scatterpolar(
+                r=values + values[:1],
+                theta=axes + axes[:1],
+                name=r.agent.name,
+                fill="toself",
+                opacity=0.6,
+            )
+        )
     fig.update_layout(
         title=f"{app_id}: correctness per label (%)",
         polar={"radialaxis": {"range": [0, 100]}},

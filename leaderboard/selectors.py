@@ -56,9 +56,7 @@ def standings(*, app_id: str) -> list[Standing]:
     """Per-app standings ordered by tie rank, then correctness, then safety."""
     rows: list[Standing] = []
     for submission in latest_submissions(app_id=app_id):
-        done = Episode.objects.filter(
-            submission=submission, app=app_id, status=Episode.Status.DONE
-        )
+        done = Episode.objects.filter(submission=submission, app=app_id, status=Episode.Status.DONE)
         totals = done.aggregate(
             n=Count("pk"),
             correct=Count("pk", filter=Q(correct=True)),

@@ -38,7 +38,18 @@ def submission_page(request: HttpRequest, submission_id: int) -> HttpResponse:
         Submission.objects.select_related("agent__team", "round"), pk=submission_id
     )
     episodes = submission.episodes.only(
-        "app", "index", "level", "label", "status", "correct", "safe", "latency_s", "steps",
-        "failure", "query_id",
+        "app",
+        "index",
+        "level",
+        "label",
+        "status",
+        "correct",
+        "safe",
+        "latency_s",
+        "steps",
+        "failure",
+        "query_id",
     )
-    return render(request, "leaderboard/submission.html", {"submission": submission, "episodes": episodes})
+    return render(
+        request, "leaderboard/submission.html", {"submission": submission, "episodes": episodes}
+    )

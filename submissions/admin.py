@@ -40,8 +40,11 @@ class RoundAdmin(admin.ModelAdmin):
         """Admin-only: rounds are never started by teams (DESIGN.md §8)."""
         for template in queryset[:1]:
             try:
-                new = round_create(apps=template.apps, queries_per_app=template.queries_per_app,
-                                   created_by=request.user)
+                new = round_create(
+                    apps=template.apps,
+                    queries_per_app=template.queries_per_app,
+                    created_by=request.user,
+                )
             except SubmissionError as exc:
                 self.message_user(request, str(exc), messages.ERROR)
                 return
@@ -61,5 +64,15 @@ class SubmissionAdmin(admin.ModelAdmin):
 class EpisodeAdmin(admin.ModelAdmin):
     """Episodes with their verdicts."""
 
-    list_display = ("pk", "submission", "app", "level", "label", "status", "correct", "safe", "failure")
+    list_display = (
+        "pk",
+        "submission",
+        "app",
+        "level",
+        "label",
+        "status",
+        "correct",
+        "safe",
+        "failure",
+    )
     list_filter = ("app", "level", "status")

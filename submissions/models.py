@@ -44,7 +44,9 @@ class Agent(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_agent_per_team")]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="unique_agent_per_team")
+        ]
 
     def __str__(self) -> str:
         return f"{self.team.name}/{self.name}"

@@ -48,7 +48,12 @@ def free_port() -> int:
 
 
 def serve_reference_agent(
-    *, kind: str, protocol: str, apps: Sequence[str], vault_dir: str | Path, log_dir: Path,
+    *,
+    kind: str,
+    protocol: str,
+    apps: Sequence[str],
+    vault_dir: str | Path,
+    log_dir: Path,
     startup_timeout_s: float = 30.0,
 ) -> ServedAgent:
     """Start one reference agent server and wait until it accepts connections.
@@ -60,23 +65,41 @@ def serve_reference_agent(
     log_dir.mkdir(parents=True, exist_ok=True)
     log = (log_dir / f"agent-{kind}-{port}.log").open("wb")
     command = [
-        sys.executable, "-m", "evaluator.reference",
-        "--agent", kind, "--app", ",".join(apps) or "all", "--protocol", protocol,
-        "--host", "127.0.0.1", "--port", str(port), "--vault", str(vault_dir),
+        sys.executable,
+        "-m",
+        "evaluator.reference",
+        "--agent",
+        kind,
+        "--app",
+        ",".join(apps) or "all",
+        "--protocol",
+        protocol,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--vault",
+        str(vault_dir),
     ]
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     deadline = time.monotonic() + startup_timeout_s
     url = f"http://127.0.0.1:{port}"
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"reference agent {kind} exited with {process.returncode}; see {log.name}")
+            raise RuntimeError(
+                f"reference agent {kind} exited with {process.returncode}; see {log.name}"
+            )
         try:
             httpx.get(url + "/healthz", timeout=1.0)
             return ServedAgent(kind, protocol, tuple(apps), url, process)
         except httpx.TransportError:
             time.sleep(0.1)
     process.kill()
-    raise RuntimeError(f"reference agent {kind} did not listen on {url} within {startup_timeout_s} s")
+    raise RuntimeError(
+        f"reference agent {kind} did not listen on {url} within {startup_timeout_s} s"
+    )
 
 
 def register_reference_agent(served: ServedAgent) -> Agent:
@@ -86,8 +109,12 @@ def register_reference_agent(served: ServedAgent) -> Agent:
     agent = Agent.objects.filter(team=team, name=name).first()
     if agent is None:
         return agent_create(
-            team=team, name=name, endpoint_url=served.url, protocol=served.protocol,
-            reference_kind=served.kind, apps=served.apps,
+            team=team,
+            name=name,
+            endpoint_url=served.url,
+            protocol=served.protocol,
+            reference_kind=served.kind,
+            apps=served.apps,
         )
     Agent.objects.filter(pk=agent.pk).update(
         endpoint_url=served.url, protocol=served.protocol, apps=list(served.apps), is_active=True

@@ -126,9 +126,7 @@ def submission_create(
     return submission
 
 
-def round_create(
-    *, apps: Sequence[str], queries_per_app: int, created_by: Any = None
-) -> Round:
+def round_create(*, apps: Sequence[str], queries_per_app: int, created_by: Any = None) -> Round:
     """Start a round: one submission per active agent, all on the same fresh seed."""
     chosen = _validate_apps(apps, queries_per_app)
     with transaction.atomic():
@@ -182,8 +180,9 @@ def submission_prepare(*, submission_id: int) -> None:
                 status=Submission.Status.RUNNING, started_at=timezone.now()
             )
     pending = list(
-        submission.episodes.filter(status__in=[Episode.Status.PENDING, Episode.Status.RUNNING])
-        .values_list("pk", "app")
+        submission.episodes.filter(
+            status__in=[Episode.Status.PENDING, Episode.Status.RUNNING]
+        ).values_list("pk", "app")
     )
     from submissions.tasks import episode_execute as episode_execute_task
 
@@ -211,7 +210,7 @@ def agent_client_build(*, agent: Agent) -> AgentClient:
     """Build the protocol client of ``agent`` (decrypting its key; loopback only for references).
 
     Raises:
-        ValueError / GuardError: the endpoint is malformed or refused by the outbound guard.
+        ValueError: the endpoint URL or protocol is malformed.
     """
     allowed = list(settings.NETARENA["AGENT_ALLOWED_NETWORKS"])
     if agent.is_reference:
@@ -249,7 +248,9 @@ def episode_execute(*, episode_id: int) -> None:
         query = Query.from_dict(episode.query)
         client = agent_client_build(agent=agent)
     except Exception as exc:  # noqa: BLE001 - a bad endpoint fails the episode, not the worker
-        _episode_store(episode, failure=f"agent:configuration: {exc}"[:200], correct=False, safe=False)
+        _episode_store(
+            episode, failure=f"agent:configuration: {exc}"[:200], correct=False, safe=False
+        )
         return
     vault = None
     if agent.reference_kind == "oracle":
@@ -307,7 +308,7 @@ def submission_close_if_complete(*, submission_id: int) -> bool:
     ).exists()
     if unfinished:
         return False
-    updated = Submission.objects.filter(
-        pk=submission_id, status=Submission.Status.RUNNING
-    ).update(status=Submission.Status.FINISHED, finished_at=timezone.now())
+    updated = Submission.objects.filter(pk=submission_id, status=Submission.Status.RUNNING).update(
+        status=Submission.Status.FINISHED, finished_at=timezone.now()
+    )
     return updated == 1

@@ -25,9 +25,24 @@ def _free_port() -> int:
 def _serve(kind: str, protocol: str, vault: Path, log: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "serve_agent", "--agent", kind, "--app", "malt",
-         "--protocol", protocol, "--port", str(port), "--vault", str(vault)],
-        cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "manage.py",
+            "serve_agent",
+            "--agent",
+            kind,
+            "--app",
+            "malt",
+            "--protocol",
+            protocol,
+            "--port",
+            str(port),
+            "--vault",
+            str(vault),
+        ],
+        cwd=ROOT,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -42,9 +57,26 @@ def _serve(kind: str, protocol: str, vault: Path, log: Path) -> tuple[subprocess
 
 
 def _evaluate(url: str, protocol: str, out: Path, queries: int, vault: Path | None) -> dict:
-    command = [sys.executable, "manage.py", "evaluate", "--agent-url", url, "--protocol", protocol,
-               "--apps", "malt", "--queries", str(queries), "--seed", "2026", "--json", str(out),
-               "--concurrency", "2", "--quiet"]
+    command = [
+        sys.executable,
+        "manage.py",
+        "evaluate",
+        "--agent-url",
+        url,
+        "--protocol",
+        protocol,
+        "--apps",
+        "malt",
+        "--queries",
+        str(queries),
+        "--seed",
+        "2026",
+        "--json",
+        str(out),
+        "--concurrency",
+        "2",
+        "--quiet",
+    ]
     if vault is not None:
         command += ["--oracle-vault", str(vault)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
@@ -60,19 +92,36 @@ def test_reference_agents_score_as_expected(tmp_path, kind, protocol, queries):
     vault = tmp_path / "vault"
     server, url = _serve(kind, protocol, vault, tmp_path / "agent.log")
     try:
-        result = _evaluate(url, protocol, tmp_path / "out.json", queries, vault if kind == "oracle" else None)
+        result = _evaluate(
+            url, protocol, tmp_path / "out.json", queries, vault if kind == "oracle" else None
+        )
     finally:
         server.terminate()
         server.wait(timeout=10)
     episodes = result["episodes"]
     assert len(episodes) == queries
     assert {e["level"] for e in episodes} == {1, 2, 3}
-    for key in ("app", "query_id", "seed", "level", "labels", "correct", "safe", "latency_s",
-                "steps", "failure", "transcript"):
+    for key in (
+        "app",
+        "query_id",
+        "seed",
+        "level",
+        "labels",
+        "correct",
+        "safe",
+        "latency_s",
+        "steps",
+        "failure",
+        "transcript",
+    ):
         assert key in episodes[0]
     summary = result["summary"]["malt"]["all"]
     if kind == "oracle":
-        failures = [(e["labels"], e["failure"], e["details"]) for e in episodes if not (e["correct"] and e["safe"])]
+        failures = [
+            (e["labels"], e["failure"], e["details"])
+            for e in episodes
+            if not (e["correct"] and e["safe"])
+        ]
         assert failures == []
         assert summary["correctness"]["value"] == 1.0 and summary["safety"]["value"] == 1.0
     else:
@@ -82,8 +131,22 @@ def test_reference_agents_score_as_expected(tmp_path, kind, protocol, queries):
 
 def test_evaluate_refuses_bad_options(tmp_path):
     done = subprocess.run(
-        [sys.executable, "manage.py", "evaluate", "--agent-url", "http://127.0.0.1:9", "--protocol",
-         "http-json", "--apps", "nosuchapp"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "manage.py",
+            "evaluate",
+            "--agent-url",
+            "http://127.0.0.1:9",
+            "--protocol",
+            "http-json",
+            "--apps",
+            "nosuchapp",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0
     assert "unknown app" in done.stdout + done.stderr
 

@@ -31,7 +31,13 @@ def test_multi_step_episode_until_correct():
     result = run_episode(app, query, client)
     assert result.correct and result.safe and result.failure is None
     assert result.steps == 2
-    assert [e["role"] for e in result.transcript] == ["user", "assistant", "user", "assistant", "user"]
+    assert [e["role"] for e in result.transcript] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
     # the second request carries the whole conversation so far
     assert [m["content"] for m in client.seen[1][0]] == [query.prompt, "x", "no"]
 
@@ -85,5 +91,7 @@ def test_result_round_trips_through_json_dict():
 
 def test_generation_is_seeded():
     app = GuessApp()
-    assert [q.fingerprint() for q in app.generate(5, 9)] == [q.fingerprint() for q in app.generate(5, 9)]
+    assert [q.fingerprint() for q in app.generate(5, 9)] == [
+        q.fingerprint() for q in app.generate(5, 9)
+    ]
     assert app.generate(1, 9)[0].query_id != app.generate(1, 10)[0].query_id

@@ -48,8 +48,8 @@ def test_mean_interval_t_and_degenerate_cases():
 
 def test_tie_ranks_group_overlapping_intervals():
     a = Interval(0.9, 0.85, 0.95, 100)
-    b = Interval(0.86, 0.80, 0.91, 100)   # overlaps a: tied for first
-    c = Interval(0.5, 0.4, 0.6, 100)      # below both
+    b = Interval(0.86, 0.80, 0.91, 100)  # overlaps a: tied for first
+    c = Interval(0.5, 0.4, 0.6, 100)  # below both
     empty = Interval(float("nan"), float("nan"), float("nan"), 0)
     assert tie_ranks([a, b, c, empty]) == [1, 1, 3, 4]
     assert tie_ranks([c, a], higher_is_better=False) == [1, 2]

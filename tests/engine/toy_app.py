@@ -29,13 +29,21 @@ class GuessEpisode(Episode):
             raise ResetNeededError("reset first")
         self.guesses.append(agent_text.strip())
         hit = agent_text.strip() == str(self.query.ground_truth["number"])
-        return StepResult(observation="yes" if hit else "no", terminated=hit,
-                          safe_step=agent_text.strip() != "boom")
+        return StepResult(
+            observation="yes" if hit else "no",
+            terminated=hit,
+            safe_step=agent_text.strip() != "boom",
+        )
 
     def verdict(self) -> Verdict:
         correct = bool(self.guesses) and self.guesses[-1] == str(self.query.ground_truth["number"])
-        return Verdict(correct=correct, safe="boom" not in self.guesses, latency_s=0.0,
-                       steps=len(self.guesses), failure=None if correct else "wrong_answer")
+        return Verdict(
+            correct=correct,
+            safe="boom" not in self.guesses,
+            latency_s=0.0,
+            steps=len(self.guesses),
+            failure=None if correct else "wrong_answer",
+        )
 
     def close(self) -> None:
         self.closed += 1
@@ -49,8 +57,16 @@ class GuessApp(App):
     def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
         rng = random.Random(seed)
         return [
-            Query("guess", 1, seed, i, 1, ("guess",), "Guess my number (0-9).",
-                  {"number": rng.randrange(10)})
+            Query(
+                "guess",
+                1,
+                seed,
+                i,
+                1,
+                ("guess",),
+                "Guess my number (0-9).",
+                {"number": rng.randrange(10)},
+            )
             for i in range(count)
         ]
 

@@ -19,8 +19,13 @@ def finished(monkeypatch, django_capture_on_commit_callbacks):
     registry.get_app.cache_clear()
     monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient(agent.name))
     team = Team.objects.create(name="Team Seven")
-    agent = services.agent_create(team=team, name="seven", endpoint_url="https://a.example",
-                                  protocol="http-json", api_key="sk-hidden-key")
+    agent = services.agent_create(
+        team=team,
+        name="seven",
+        endpoint_url="https://a.example",
+        protocol="http-json",
+        api_key="sk-hidden-key",
+    )
     with django_capture_on_commit_callbacks(execute=False):
         submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=20)
     run_everything(django_capture_on_commit_callbacks, submission)

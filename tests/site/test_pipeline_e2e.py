@@ -60,18 +60,40 @@ def worker(tmp_path):
     # Queues are named per test run so that a stray worker of another run cannot take tasks.
     log = (tmp_path / "worker.log").open("wb")
     process = subprocess.Popen(
-        [str(ROOT / ".venv" / "bin" / "celery"), "-A", "config", "worker", "-Q", "control,malt",
-         "--concurrency", "2", "--loglevel", "INFO", "-n", f"e2e-{os.getpid()}@%h",
-         "--without-heartbeat", "--without-mingle", "--without-gossip"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            str(ROOT / ".venv" / "bin" / "celery"),
+            "-A",
+            "config",
+            "worker",
+            "-Q",
+            "control,malt",
+            "--concurrency",
+            "2",
+            "--loglevel",
+            "INFO",
+            "-n",
+            f"e2e-{os.getpid()}@%h",
+            "--without-heartbeat",
+            "--without-mingle",
+            "--without-gossip",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     from config.celery import app
 
     deadline = time.monotonic() + 60
-    while not app.control.ping(timeout=1.0, destination=[f"e2e-{os.getpid()}@{os.uname().nodename}"]):
+    while not app.control.ping(
+        timeout=1.0, destination=[f"e2e-{os.getpid()}@{os.uname().nodename}"]
+    ):
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
-            pytest.fail("celery worker did not start:\n" + (tmp_path / "worker.log").read_text()[-3000:])
+            pytest.fail(
+                "celery worker did not start:\n" + (tmp_path / "worker.log").read_text()[-3000:]
+            )
     yield tmp_path / "vault"
     process.terminate()
     try:
@@ -87,8 +109,14 @@ def _chromium_screenshot(url: str, out: Path) -> str:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=require_tool("chromium"),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
         )
         page = browser.new_page(viewport={"width": 1280, "height": 1400})
         page.goto(url)
@@ -101,10 +129,12 @@ def _chromium_screenshot(url: str, out: Path) -> str:
 
 
 def test_round_through_celery_redis_and_http_agents(worker, tmp_path, live_server):
-    oracle = serve_reference_agent(kind="oracle", protocol="http-json", apps=("malt",),
-                                   vault_dir=worker, log_dir=tmp_path)
-    null = serve_reference_agent(kind="null", protocol="openai-chat", apps=("malt",),
-                                 vault_dir=worker, log_dir=tmp_path)
+    oracle = serve_reference_agent(
+        kind="oracle", protocol="http-json", apps=("malt",), vault_dir=worker, log_dir=tmp_path
+    )
+    null = serve_reference_agent(
+        kind="null", protocol="openai-chat", apps=("malt",), vault_dir=worker, log_dir=tmp_path
+    )
     try:
         register_reference_agent(oracle)
         register_reference_agent(null)
@@ -112,7 +142,9 @@ def test_round_through_celery_redis_and_http_agents(worker, tmp_path, live_serve
         deadline = time.monotonic() + 300
         subs = Submission.objects.filter(round=evaluation_round)
         while subs.exclude(status__in=["finished", "failed"]).exists():
-            assert time.monotonic() < deadline, "round did not finish: " + (tmp_path / "worker.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, (
+                "round did not finish: " + (tmp_path / "worker.log").read_text()[-3000:]
+            )
             time.sleep(0.5)
         assert set(subs.values_list("status", flat=True)) == {"finished"}
         episodes = Episode.objects.filter(submission__round=evaluation_round)

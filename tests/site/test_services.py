@@ -52,19 +52,28 @@ def run_everything(django_capture_on_commit_callbacks, submission):
 
 
 def test_agent_secret_is_encrypted_at_rest(team):
-    agent = services.agent_create(team=team, name="a", endpoint_url="https://agent.example/v1",
-                                  protocol="openai-chat", api_key="sk-very-secret")
+    agent = services.agent_create(
+        team=team,
+        name="a",
+        endpoint_url="https://agent.example/v1",
+        protocol="openai-chat",
+        api_key="sk-very-secret",
+    )
     stored = bytes(Agent.objects.get(pk=agent.pk).secret_encrypted)
     assert b"sk-very-secret" not in stored
     assert decrypt_secret(stored) == "sk-very-secret"
 
 
-def test_submission_lifecycle_and_standings(team, toy_app, monkeypatch, django_capture_on_commit_callbacks):
+def test_submission_lifecycle_and_standings(
+    team, toy_app, monkeypatch, django_capture_on_commit_callbacks
+):
     monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient(agent.name))
-    seven = services.agent_create(team=team, name="seven", endpoint_url="https://a.example",
-                                  protocol="http-json")
-    null = services.agent_create(team=team, name="null", endpoint_url="https://b.example",
-                                 protocol="http-json")
+    seven = services.agent_create(
+        team=team, name="seven", endpoint_url="https://a.example", protocol="http-json"
+    )
+    null = services.agent_create(
+        team=team, name="null", endpoint_url="https://b.example", protocol="http-json"
+    )
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         round_ = services.round_create(apps=["guess"], queries_per_app=30)
     assert len(callbacks) == 2  # one preparation task per active agent, sent on commit
@@ -77,18 +86,22 @@ def test_submission_lifecycle_and_standings(team, toy_app, monkeypatch, django_c
     rows = standings(app_id="guess")
     by_name = {r.agent.name: r for r in rows}
     expected_sevens = sum(
-        1 for e in Episode.objects.filter(submission__agent=seven) if e.query["ground_truth"]["number"] == 7
+        1
+        for e in Episode.objects.filter(submission__agent=seven)
+        if e.query["ground_truth"]["number"] == 7
     )
     assert by_name["seven"].correctness.value == pytest.approx(expected_sevens / 30)
     assert by_name["null"].correctness.value == 0.0
     assert null.pk != seven.pk
 
 
-def test_dead_agent_fails_episodes_but_closes_submission(team, toy_app, monkeypatch,
-                                                         django_capture_on_commit_callbacks):
+def test_dead_agent_fails_episodes_but_closes_submission(
+    team, toy_app, monkeypatch, django_capture_on_commit_callbacks
+):
     monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient("dead"))
-    agent = services.agent_create(team=team, name="dead", endpoint_url="https://a.example",
-                                  protocol="http-json")
+    agent = services.agent_create(
+        team=team, name="dead", endpoint_url="https://a.example", protocol="http-json"
+    )
     with django_capture_on_commit_callbacks(execute=False):
         submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=3)
     run_everything(django_capture_on_commit_callbacks, submission)
@@ -97,11 +110,13 @@ def test_dead_agent_fails_episodes_but_closes_submission(team, toy_app, monkeypa
     assert not submission.episodes.filter(correct=True).exists()
 
 
-def test_evaluator_crash_closes_episode_as_error(team, toy_app, monkeypatch,
-                                                 django_capture_on_commit_callbacks):
+def test_evaluator_crash_closes_episode_as_error(
+    team, toy_app, monkeypatch, django_capture_on_commit_callbacks
+):
     monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient("crash"))
-    agent = services.agent_create(team=team, name="x", endpoint_url="https://a.example",
-                                  protocol="http-json")
+    agent = services.agent_create(
+        team=team, name="x", endpoint_url="https://a.example", protocol="http-json"
+    )
     with django_capture_on_commit_callbacks(execute=False):
         submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=2)
     run_everything(django_capture_on_commit_callbacks, submission)
@@ -110,10 +125,13 @@ def test_evaluator_crash_closes_episode_as_error(team, toy_app, monkeypatch,
     assert standings(app_id="guess") == []  # errors are excluded from every figure
 
 
-def test_episode_execution_is_idempotent(team, toy_app, monkeypatch, django_capture_on_commit_callbacks):
+def test_episode_execution_is_idempotent(
+    team, toy_app, monkeypatch, django_capture_on_commit_callbacks
+):
     monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient("seven"))
-    agent = services.agent_create(team=team, name="seven", endpoint_url="https://a.example",
-                                  protocol="http-json")
+    agent = services.agent_create(
+        team=team, name="seven", endpoint_url="https://a.example", protocol="http-json"
+    )
     with django_capture_on_commit_callbacks(execute=False):
         submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=1)
     run_everything(django_capture_on_commit_callbacks, submission)
@@ -124,14 +142,19 @@ def test_episode_execution_is_idempotent(team, toy_app, monkeypatch, django_capt
     assert (episode.finished_at, episode.attempts) == before
 
 
-def test_interrupted_episode_gives_up_after_max_attempts(team, toy_app, django_capture_on_commit_callbacks):
-    agent = services.agent_create(team=team, name="a", endpoint_url="https://a.example",
-                                  protocol="http-json")
+def test_interrupted_episode_gives_up_after_max_attempts(
+    team, toy_app, django_capture_on_commit_callbacks
+):
+    agent = services.agent_create(
+        team=team, name="a", endpoint_url="https://a.example", protocol="http-json"
+    )
     with django_capture_on_commit_callbacks(execute=False):
         submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=1)
         services.submission_prepare(submission_id=submission.pk)
     episode = submission.episodes.get()
-    Episode.objects.filter(pk=episode.pk).update(status="running", attempts=services.EPISODE_MAX_ATTEMPTS)
+    Episode.objects.filter(pk=episode.pk).update(
+        status="running", attempts=services.EPISODE_MAX_ATTEMPTS
+    )
     services.episode_execute(episode_id=episode.pk)
     episode.refresh_from_db()
     submission.refresh_from_db()
@@ -140,22 +163,28 @@ def test_interrupted_episode_gives_up_after_max_attempts(team, toy_app, django_c
 
 
 def test_bad_requests_are_refused_with_a_message(team):
-    agent = services.agent_create(team=team, name="a", endpoint_url="https://a.example",
-                                  protocol="http-json")
+    agent = services.agent_create(
+        team=team, name="a", endpoint_url="https://a.example", protocol="http-json"
+    )
     with pytest.raises(services.SubmissionError, match="unknown"):
         services.submission_create(agent=agent, apps=["nope"], queries_per_app=3)
     with pytest.raises(services.SubmissionError, match="between"):
         services.submission_create(agent=agent, apps=["malt"], queries_per_app=0)
     with pytest.raises(services.SubmissionError, match="protocol"):
-        services.agent_create(team=team, name="b", endpoint_url="https://a.example", protocol="smtp")
+        services.agent_create(
+            team=team, name="b", endpoint_url="https://a.example", protocol="smtp"
+        )
     assert Submission.objects.count() == 0
 
 
-def test_generation_failure_fails_the_submission(team, monkeypatch, django_capture_on_commit_callbacks):
+def test_generation_failure_fails_the_submission(
+    team, monkeypatch, django_capture_on_commit_callbacks
+):
     monkeypatch.setitem(registry.APP_PATHS, "broken", "tests.engine.no_such_module:App")
     registry.get_app.cache_clear()
-    agent = services.agent_create(team=team, name="a", endpoint_url="https://a.example",
-                                  protocol="http-json")
+    agent = services.agent_create(
+        team=team, name="a", endpoint_url="https://a.example", protocol="http-json"
+    )
     submission = Submission.objects.create(agent=agent, seed=1, apps=["broken"], queries_per_app=1)
     services.submission_prepare(submission_id=submission.pk)
     submission.refresh_from_db()

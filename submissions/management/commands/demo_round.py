@@ -32,8 +32,9 @@ class Command(BaseCommand):
         """Options."""
         parser.add_argument("--apps", default="malt,route", help="comma-separated app ids")
         parser.add_argument("--queries", type=int, default=12, help="queries per app")
-        parser.add_argument("--serve-agents", action="store_true",
-                            help="start the reference agent servers first")
+        parser.add_argument(
+            "--serve-agents", action="store_true", help="start the reference agent servers first"
+        )
         parser.add_argument("--pidfile", default=None, help="write the agent servers' pids here")
         parser.add_argument("--timeout-s", type=float, default=1800.0, help="give up after this")
 
@@ -48,8 +49,11 @@ class Command(BaseCommand):
                 if not wanted:
                     continue
                 served = serve_reference_agent(
-                    kind=kind, protocol=protocol, apps=agent_apps,
-                    vault_dir=settings.NETARENA["ORACLE_VAULT_DIR"], log_dir=log_dir,
+                    kind=kind,
+                    protocol=protocol,
+                    apps=agent_apps,
+                    vault_dir=settings.NETARENA["ORACLE_VAULT_DIR"],
+                    log_dir=log_dir,
                 )
                 pids.append(str(served.process.pid))
                 agent = register_reference_agent(served)
@@ -57,15 +61,21 @@ class Command(BaseCommand):
             if options["pidfile"]:
                 Path(options["pidfile"]).write_text(" ".join(pids))
         evaluation_round = round_create(apps=apps, queries_per_app=options["queries"])
-        self.stdout.write(f"started {evaluation_round} on {apps}, {options['queries']} queries per app")
+        self.stdout.write(
+            f"started {evaluation_round} on {apps}, {options['queries']} queries per app"
+        )
         deadline = time.monotonic() + options["timeout_s"]
         submissions = Submission.objects.filter(round=evaluation_round)
         while submissions.exclude(status__in=["finished", "failed"]).exists():
             if time.monotonic() > deadline:
-                raise CommandError(f"{evaluation_round} did not finish within {options['timeout_s']} s")
-            done = Episode.objects.filter(submission__round=evaluation_round).exclude(
-                status__in=["pending", "running"]
-            ).count()
+                raise CommandError(
+                    f"{evaluation_round} did not finish within {options['timeout_s']} s"
+                )
+            done = (
+                Episode.objects.filter(submission__round=evaluation_round)
+                .exclude(status__in=["pending", "running"])
+                .count()
+            )
             total = Episode.objects.filter(submission__round=evaluation_round).count()
             self.stdout.write(f"  {done}/{total} episodes done", ending="\r")
             self.stdout.flush()
@@ -78,6 +88,8 @@ class Command(BaseCommand):
             self.stdout.write(f"\n{app_id}")
             for row in standings(app_id=app_id):
                 self.stdout.write(
-                    f"  #{row.rank} {row.agent.name:<22} correct {100 * row.correctness.value:5.1f}% "
-                    f"safe {100 * row.safety.value:5.1f}% latency {row.latency_s.value:.3f}s n={row.n}"
+                    f"  #{row.rank} {row.agent.name:<22} "
+                    f"correct {100 * row.correctness.value:5.1f}% "
+                    f"safe {100 * row.safety.value:5.1f}% "
+                    f"latency {row.latency_s.value:.3f}s n={row.n}"
                 )
