@@ -107,8 +107,8 @@ def address_problem(address: IPAddress) -> str | None:
         (address.is_loopback, "loopback"),
         (address.is_link_local, "link-local"),
         (address.is_multicast, "multicast"),
-        (address.is_private, "private"),
         (address.is_reserved, "reserved"),
+        (address.is_private, "private"),
     )
     for flag, name in checks:
         if flag:
@@ -220,7 +220,8 @@ class OutboundGuard:
             allowed, reason = self.is_allowed(address)
             if not allowed:
                 shown = parsed.copy_with(query=None, fragment=None)
-                raise RefusedAddressError(f"refused {shown}: {parsed.host} -> {reason}")
+                via = "" if parsed.host == str(address) else f"{parsed.host} -> "
+                raise RefusedAddressError(f"refused {shown}: {via}{reason}")
         return CheckedTarget(url=parsed, host=parsed.host, address=addresses[0])
 
     def transport(self, *, verify: ssl.SSLContext | bool = True) -> GuardedTransport:
