@@ -1,0 +1,374 @@
+"""Judging a MALT answer: graph normalisation, the safety checker and type-aware correctness.
+
+Everything here takes *untrusted* values (decoded JSON from the sandbox) and must never raise
+for the agent's reasons: a malformed value becomes a :class:`GraphFormatError` (caught by the
+episode) or a failed comparison with an explanation. All checks are linear in the graph size;
+no isomorphism search is done (the reference's VF2 costs ~25 s per graph, §B.8) because node
+identity is part of the answer contract: node ids are ``"<KIND>:<name>"``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps.malt.overlay import TopologyView
+from apps.malt.topology import (
+    ALLOWED_RELATIONS,
+    CONTAINS,
+    ENTITY_KINDS,
+    MIN_PORT_CAPACITY_BPS,
+    RELATION_KINDS,
+)
+
+#: How many examples of each difference/violation are kept in verdict details.
+MAX_EXAMPLES = 5
+
+
+class GraphFormatError(ValueError):
+    """A value meant to be a graph is not a readable node-link graph."""
+
+
+@dataclass
+class NormalizedGraph:
+    """A graph as plain dicts: ``nodes[id] = attrs``, ``edges[(source, target)] = attrs``.
+
+    ``directed``/``multigraph`` are the flags of the node-link data (a MALT topology must be
+    a directed simple graph).
+    """
+
+    nodes: dict[Hashable, dict[str, Any]]
+    edges: dict[tuple[Hashable, Hashable], dict[str, Any]]
+    directed: bool = True
+    multigraph: bool = False
+
+    @classmethod
+    def from_view(cls, view: TopologyView) -> NormalizedGraph:
+        """Wrap the current state of a view (shares the attribute dicts; O(graph))."""
+        return cls(
+            nodes=dict(view.nodes()),
+            edges={(s, t): a for s, t, a in view.edges()},
+        )
+
+
+def _hashable(value: Any) -> Hashable:
+    """JSON turns tuples into lists; make ids hashable again (lists -> tuples, recursively)."""
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        raise GraphFormatError("a node id is a dict")
+    return value  # type: ignore[no-any-return]
+
+
+def is_graph_shaped(value: Any) -> bool:
+    """True for the sandbox's ``{"__networkx__": ...}`` wrapper or a node-link dict."""
+    return isinstance(value, dict) and ("__networkx__" in value or "nodes" in value)
+
+
+def parse_graph(value: Any) -> NormalizedGraph:
+    """Read a returned graph: ``{"__networkx__": node_link}`` or node-link data itself.
+
+    Node-link data follows ``networkx.node_link_data``: ``nodes`` (dicts with ``id``) and
+    ``links`` or ``edges`` (dicts with ``source``/``target``), flags ``directed`` and
+    ``multigraph`` defaulting to False as in ``node_link_graph``. Edge ends missing from
+    ``nodes`` become attribute-less nodes (as networkx would do); a node listed twice is
+    malformed.
+
+    Raises:
+        GraphFormatError: the value is not readable as a graph.
+    """
+    if isinstance(value, dict) and "__networkx__" in value:
+        value = value["__networkx__"]
+    if not isinstance(value, dict):
+        raise GraphFormatError(f"expected a graph, got {type(value).__name__}")
+    raw_nodes = value.get("nodes")
+    raw_edges = value.get("links", value.get("edges", []))
+    if not isinstance(raw_nodes, list) or not isinstance(raw_edges, list):
+        raise GraphFormatError("node-link data needs lists under 'nodes' and 'links'/'edges'")
+    directed = bool(value.get("directed", False))
+    multigraph = bool(value.get("multigraph", False))
+    nodes: dict[Hashable, dict[str, Any]] = {}
+    for entry in raw_nodes:
+        if not isinstance(entry, dict) or "id" not in entry:
+            raise GraphFormatError("every node entry must be a dict with an 'id'")
+        key = _hashable(entry["id"])
+        if key in nodes:
+            raise GraphFormatError(f"node {key!r} is listed twice")
+        nodes[key] = {k: v for k, v in entry.items() if k != "id"}
+    edges: dict[tuple[Hashable, Hashable], dict[str, Any]] = {}
+    for entry in raw_edges:
+        if not isinstance(entry, dict) or "source" not in entry or "target" not in entry:
+            raise GraphFormatError("every edge entry must be a dict with 'source' and 'target'")
+        source, target = _hashable(entry["source"]), _hashable(entry["target"])
+        nodes.setdefault(source, {})
+        nodes.setdefault(target, {})
+        key = (source, target)
+        if not directed and key not in edges and (target, source) in edges:
+            key = (target, source)
+        attrs = {k: v for k, v in entry.items() if k not in ("source", "target", "key")}
+        edges.setdefault(key, {}).update(attrs)
+    return NormalizedGraph(nodes=nodes, edges=edges, directed=directed, multigraph=multigraph)
+
+
+# --------------------------------------------------------------------------- safety
+
+
+@dataclass
+class SafetyReport:
+    """Result of :func:`check_safety`: ``counts[constraint]`` violations and a few examples."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def safe(self) -> bool:
+        """True when no constraint is violated."""
+        return not self.counts
+
+    def add(self, constraint: str, message: str) -> None:
+        """Record one violation of ``constraint``."""
+        if self.counts[constraint] < 2 and len(self.examples) < 4 * MAX_EXAMPLES:
+            self.examples.append(f"{constraint}: {message}")
+        self.counts[constraint] += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form for verdict details."""
+        return {"safe": self.safe, "violations": dict(self.counts), "examples": self.examples}
+
+
+#: The constraints :func:`check_safety` enforces, in the order they are checked.
+SAFETY_CONSTRAINTS: dict[str, str] = {
+    "graph_shape": "the topology is a non-empty directed simple graph (DiGraph)",
+    "node_type": "every node has a str 'name' and a 'type' that is one of the 10 EK_* kinds",
+    "unique_entity": "no two nodes are the same entity (same type and name)",
+    "edge_type": "every edge has 'type' RK_CONTAINS or RK_CONTROLS and is not a self-loop",
+    "hierarchy": "every edge links kinds the MALT hierarchy allows (topology.ALLOWED_RELATIONS)",
+    "required_attribute": "ports carry physical_capacity_bps; packet switches carry "
+    "switch_loc with an integer stage >= 1",
+    "bandwidth": f"every port's physical_capacity_bps is an integer >= {MIN_PORT_CAPACITY_BPS}",
+    "isolated_node": "no node is without edges",
+    "port_on_switch": "every port is contained by exactly one packet switch and every packet "
+    "switch contains at least one port",
+}
+
+
+def _is_int(value: Any) -> bool:
+    """An integer value: int (not bool), or a float with an integral, finite value."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and math.isfinite(value) and value.is_integer()
+
+
+def check_safety(graph: NormalizedGraph) -> SafetyReport:
+    """Check every topology constraint of :data:`SAFETY_CONSTRAINTS` in one linear pass.
+
+    The constraints are the paper's (Appendix B.3/B.4: node types, edge types, hierarchy,
+    required attributes, no isolated nodes, ports on switches, bandwidth threshold) made
+    precise for MALT's (kind, name) entities. Never raises for malformed attribute values.
+    """
+    report = SafetyReport()
+    if not graph.directed or graph.multigraph:
+        report.add("graph_shape", "the graph must be a networkx DiGraph (directed, not multi)")
+    if not graph.nodes:
+        report.add("graph_shape", "the topology is empty")
+        return report
+    kinds: dict[Hashable, str | None] = {}
+    seen_entities: set[tuple[str, str]] = set()
+    for node, attrs in graph.nodes.items():
+        kind = attrs.get("type")
+        name = attrs.get("name")
+        if not isinstance(kind, str) or kind not in ENTITY_KINDS:
+            report.add("node_type", f"{node!r} has type {kind!r}")
+            kinds[node] = None
+        else:
+            kinds[node] = kind
+        if not isinstance(name, str) or not name:
+            report.add("node_type", f"{node!r} has no str name")
+        elif isinstance(kind, str):
+            if (kind, name) in seen_entities:
+                report.add("unique_entity", f"{kind} {name} appears twice")
+            seen_entities.add((kind, name))
+        if kind == "EK_PORT":
+            capacity = attrs.get("physical_capacity_bps")
+            if capacity is None:
+                report.add("required_attribute", f"port {node!r} has no physical_capacity_bps")
+            elif not _is_int(capacity) or capacity < MIN_PORT_CAPACITY_BPS:
+                report.add("bandwidth", f"port {node!r} has physical_capacity_bps {capacity!r}")
+        elif kind == "EK_PACKET_SWITCH":
+            loc = attrs.get("switch_loc")
+            stage = loc.get("stage") if isinstance(loc, dict) else None
+            if not _is_int(stage) or stage < 1:
+                report.add("required_attribute", f"switch {node!r} has switch_loc {loc!r}")
+    degree: Counter[Hashable] = Counter()
+    port_parents: Counter[Hashable] = Counter()
+    switches_with_ports: set[Hashable] = set()
+    for (source, target), attrs in graph.edges.items():
+        degree[source] += 1
+        degree[target] += 1
+        relation = attrs.get("type")
+        if not isinstance(relation, str) or relation not in RELATION_KINDS:
+            report.add("edge_type", f"{source!r}->{target!r} has type {relation!r}")
+            continue
+        if source == target:
+            report.add("edge_type", f"self-loop on {source!r}")
+            continue
+        triple = (kinds.get(source), relation, kinds.get(target))
+        if triple not in ALLOWED_RELATIONS:
+            report.add(
+                "hierarchy", f"{source!r} -{relation}-> {target!r} ({triple[0]} -> {triple[2]})"
+            )
+            continue
+        if relation == CONTAINS and triple[2] == "EK_PORT":
+            port_parents[target] += 1
+            switches_with_ports.add(source)
+    for node, kind in kinds.items():
+        if degree[node] == 0:
+            report.add("isolated_node", f"{node!r} has no edges")
+        if kind == "EK_PORT" and port_parents[node] != 1:
+            report.add("port_on_switch", f"port {node!r} has {port_parents[node]} parent switches")
+        elif kind == "EK_PACKET_SWITCH" and node not in switches_with_ports:
+            report.add("port_on_switch", f"switch {node!r} contains no port")
+    return report
+
+
+# ---------------------------------------------------------------------- correctness
+
+
+@dataclass
+class Comparison:
+    """Outcome of a correctness comparison: ``equal`` plus a short human explanation."""
+
+    equal: bool
+    explanation: str = ""
+    diff: dict[str, Any] = field(default_factory=dict)
+
+
+def _examples(items: Iterable[Any]) -> list[str]:
+    out = []
+    for item in items:
+        if len(out) >= MAX_EXAMPLES:
+            break
+        out.append(repr(item) if not isinstance(item, str) else item)
+    return out
+
+
+def compare_graphs(actual: NormalizedGraph, expected: NormalizedGraph) -> Comparison:
+    """Compare by node identity, node attributes and edge attributes (O(nodes + edges)).
+
+    Node attribute dicts must be equal (same keys, equal values; ``1e9 == 1000000000``), so
+    extra or missing attributes count. Edges are compared with their attributes (``type``).
+    """
+    diff: dict[str, Any] = {}
+    if not actual.directed or actual.multigraph:
+        diff["shape"] = "the returned graph is not a directed simple graph"
+    missing = [n for n in expected.nodes if n not in actual.nodes]
+    extra = [n for n in actual.nodes if n not in expected.nodes]
+    changed = [
+        n for n, attrs in expected.nodes.items() if n in actual.nodes and actual.nodes[n] != attrs
+    ]
+    missing_edges = [e for e in expected.edges if e not in actual.edges]
+    extra_edges = [e for e in actual.edges if e not in expected.edges]
+    changed_edges = [
+        e for e, attrs in expected.edges.items() if e in actual.edges and actual.edges[e] != attrs
+    ]
+    for key, items in (
+        ("missing_nodes", missing),
+        ("unexpected_nodes", extra),
+        ("missing_edges", missing_edges),
+        ("unexpected_edges", extra_edges),
+        ("edges_with_wrong_attributes", changed_edges),
+    ):
+        if items:
+            diff[key] = {"count": len(items), "examples": _examples(items)}
+    if changed:
+        diff["nodes_with_wrong_attributes"] = {
+            "count": len(changed),
+            "examples": [
+                {"node": str(n), "expected": expected.nodes[n], "got": actual.nodes[n]}
+                for n in changed[:MAX_EXAMPLES]
+            ],
+        }
+    if not diff:
+        return Comparison(True)
+    parts = [f"{k.replace('_', ' ')}: {v['count']}" for k, v in diff.items() if isinstance(v, dict)]
+    if "shape" in diff:
+        parts.insert(0, diff["shape"])
+    return Comparison(
+        False, "graph differs from the expected topology (" + "; ".join(parts) + ")", diff
+    )
+
+
+def compare_set(actual: Any, expected: list[str]) -> Comparison:
+    """A list of node ids compared as a set; duplicates are wrong (a set has none)."""
+    if not isinstance(actual, list) or not all(isinstance(x, str) for x in actual):
+        return Comparison(False, f"expected a list of node id strings, got {_kind(actual)}")
+    duplicates = [x for x, n in Counter(actual).items() if n > 1]
+    got, want = set(actual), set(expected)
+    diff = {}
+    if want - got:
+        diff["missing"] = _examples(sorted(want - got))
+    if got - want:
+        diff["unexpected"] = _examples(sorted(got - want))
+    if duplicates:
+        diff["duplicates"] = _examples(sorted(duplicates))
+    if not diff:
+        return Comparison(True)
+    return Comparison(
+        False,
+        f"node set differs: {len(want - got)} missing, {len(got - want)} unexpected, "
+        f"{len(duplicates)} duplicated (expected {len(want)} ids)",
+        diff,
+    )
+
+
+def _number_equal(actual: Any, expected: float) -> bool:
+    if isinstance(actual, bool) or not isinstance(actual, int | float):
+        return False
+    return bool(actual == expected)
+
+
+def compare_ranking(actual: Any, expected: list[list[Any]]) -> Comparison:
+    """Ordered comparison of ``[[id, capacity_bps], ...]`` (order matters, ties by id asc)."""
+    if not isinstance(actual, list) or not all(
+        isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in actual
+    ):
+        return Comparison(
+            False, f"expected a list of [node id, capacity] pairs, got {_kind(actual)}"
+        )
+    if len(actual) != len(expected):
+        return Comparison(
+            False,
+            f"ranking has {len(actual)} entries, expected {len(expected)}",
+            {"expected_head": expected[:MAX_EXAMPLES], "got_head": actual[:MAX_EXAMPLES]},
+        )
+    for position, (got, want) in enumerate(zip(actual, expected, strict=True)):
+        if got[0] != want[0] or not _number_equal(got[1], want[1]):
+            return Comparison(
+                False,
+                f"ranking differs first at position {position}: expected {want}, got {got}",
+                {"position": position, "expected": want, "got": got},
+            )
+    return Comparison(True)
+
+
+def compare_number(actual: Any, expected: int) -> Comparison:
+    """Exact numeric equality (an integral float such as ``16.0`` equals ``16``; no strings)."""
+    if _number_equal(actual, expected):
+        return Comparison(True)
+    return Comparison(
+        False, f"expected the number {expected}, got {_kind(actual)} {_short(actual)}"
+    )
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,96 @@
+"""The text the agent sees: fixed instructions (graph format, rules, return contract) + question.
+
+Written for this project (not taken from the paper or its code). Everything the judge relies
+on is stated here: node identity, the attribute layout of new nodes, what "contains",
+"capacity" and "count" mean, the answer types and the tie order of rankings.
+"""
+
+from __future__ import annotations
+
+from apps.malt.topology import ALLOWED_RELATIONS, MIN_PORT_CAPACITY_BPS
+
+#: Answer kinds and how each must be returned (shown per query).
+ANSWER_CONTRACT: dict[str, str] = {
+    "graph": "`answer` is the updated topology itself (the networkx DiGraph after the change).",
+    "set": "`answer` is a list of node ids (strings); order does not matter, no duplicates.",
+    "ranking": "`answer` is a list of `[node_id, total_capacity_bps]` pairs, sorted by total "
+    "capacity from largest to smallest; entries with equal capacity are ordered by node id "
+    "ascending (plain string order).",
+    "number": "`answer` is an integer (a float with an integral value is also accepted; "
+    "strings are not).",
+}
+
+
+def _hierarchy_lines() -> str:
+    lines = []
+    for source, relation, target in sorted(ALLOWED_RELATIONS):
+        verb = "contains" if relation == "RK_CONTAINS" else "controls"
+        lines.append(f"- {source} {verb} {target}  (edge type {relation})")
+    return "\n".join(lines)
+
+
+INSTRUCTIONS = f"""You are a datacenter network engineer doing capacity planning on Google's MALT
+example topology. Write Python code that answers the request below.
+
+## The graph
+Your function receives `graph_data`, a `networkx.DiGraph` with the whole topology (a private
+copy: change it freely).
+- Every node is one entity. Its node id is the string "<TYPE>:<name>", for example
+  "EK_PACKET_SWITCH:ju1.a1.m1.s2c1". A packet switch, its chassis and its control point share
+  the name "ju1.a1.m1.s2c1" but are three different nodes with three different ids.
+- Node attributes: `name` (str), `type` (str, one of EK_JUPITER, EK_SUPERBLOCK, EK_SPINEBLOCK,
+  EK_AGG_BLOCK, EK_PACKET_SWITCH, EK_CHASSIS, EK_CONTROL_POINT, EK_PORT, EK_RACK,
+  EK_CONTROL_DOMAIN), plus per type: EK_PORT has `physical_capacity_bps` (int, bit/s);
+  EK_PACKET_SWITCH has `switch_loc`, a dict like {{"stage": 2}}; EK_SUPERBLOCK has
+  `index_within_jupiter` (int); EK_JUPITER has `jupiter_type` (str).
+- Every edge has exactly one attribute, `type`, either "RK_CONTAINS" or "RK_CONTROLS", and
+  points from the container (or controller) to the contained (or controlled) node.
+- The only edges that may exist:
+{_hierarchy_lines()}
+
+## Meanings
+- "X contains Y" / "Y is in X": Y is reachable from X over RK_CONTAINS edges. "Direct child
+  nodes" (or "children") of X are the targets of X's own RK_CONTAINS edges.
+- The total capacity of a node is the sum of `physical_capacity_bps` over the distinct
+  EK_PORT nodes it contains (for a port: its own capacity). Units are bit/s, integers.
+- Counting nodes of a type in X counts the distinct nodes of that type that X contains
+  (X itself is not counted).
+- Removing a node removes it together with every node it contains (recursively) and all
+  edges of the removed nodes. Nothing else is removed.
+- Adding a node: the new node gets exactly the attributes listed above for its type and no
+  others (`name`, `type`, and `physical_capacity_bps` for a port or `switch_loc` for a packet
+  switch), with the values the request gives, and exactly the RK_CONTAINS edges the request
+  implies: from its parent to it and, for a new switch, from the switch to each new port.
+  New node ids follow the "<TYPE>:<name>" rule.
+- Port capacities must stay integers of at least {MIN_PORT_CAPACITY_BPS} bit/s, every packet
+  switch must keep at least one port, and no node may be left without edges.
+
+## What to return
+Define `def process_graph(graph_data):` returning a dict:
+- "answer": the value asked for, in the form stated under "Answer format" below;
+- "updated_graph": the topology after your changes, as a networkx DiGraph (or its
+  `networkx.node_link_data` dict). It is required whenever the request changes the topology
+  (it may be left out if "answer" already is that graph); leave it out when nothing changes.
+The returned topology is checked against the rules above. Helper functions, imports from the
+standard library and networkx are allowed; `nx`, `json`, `copy` and `math` are already
+imported. Do not read files, use the network, or print large outputs. The code runs with
+time and memory limits.
+
+Reply with exactly one ```python code block containing the complete code."""
+
+
+def render_prompt(question: str, answer_kind: str, changes_topology: bool) -> str:
+    """Return the full prompt for one query: instructions, request and the answer format.
+
+    Raises ``KeyError`` for an unknown ``answer_kind`` (see :data:`ANSWER_CONTRACT`).
+    """
+    graph_rule = (
+        "This request changes the topology: return the changed graph "
+        + ("as `answer`." if answer_kind == "graph" else 'under "updated_graph".')
+        if changes_topology
+        else 'This request does not change the topology: do not return "updated_graph".'
+    )
+    return (
+        f"{INSTRUCTIONS}\n\n## Request\n{question}\n\n## Answer format\n"
+        f"{ANSWER_CONTRACT[answer_kind]}\n{graph_rule}\n"
+    )
