@@ -247,7 +247,8 @@ def _bwrap_command(plan: _Plan, uid: int, limits: SandboxLimits, result_fd: int)
     cmd += ["--ro-bind", str(_HARNESS_PATH.resolve()), _HARNESS_IN_SANDBOX]
     cmd += ["--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", _SCRATCH]
     cmd += ["--chdir", _SCRATCH]
-    cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    cmd += ["--cap-drop", "ALL"]
+    cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
     cmd += [
         plan.setpriv,
         f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
@@ -650,7 +651,7 @@ def run_function(
             )  # fmt: skip
         value, failure, error = _classify(run, code_exit, cgroup)
         end = run.t_done if run.t_done is not None else (run.t_end or time.monotonic())
-        exec_s = max(0.0, end - run.t_ready)
+        exec_s = max(0.0, end - run.t_ready, _reported_call_s(run, limits))
         return SandboxResult(
             ok=failure is None,
             value=value if failure is None else None,
@@ -665,6 +666,21 @@ def run_function(
     finally:
         if cgroup is not None:
             cgroup.destroy()
+
+
+def _reported_call_s(run: _Run, limits: SandboxLimits) -> float:
+    """The harness's own timing of the call, clamped to [0, wall_timeout_s].
+
+    Only used to *raise* ``exec_s`` when the parent read the ready and result lines in one
+    chunk (sub-millisecond calls); agent code can forge it, but only upwards, which only
+    hurts itself.
+    """
+    if not run.messages:
+        return 0.0
+    value = run.messages[0].get("call_s")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return 0.0
+    return float(min(max(value, 0.0), limits.wall_timeout_s))
 
 
 def _raise_setup(run: _Run, code: int | None, stderr: str, raise_unavailable: bool) -> None:

@@ -13,7 +13,8 @@ Protocol (parent in :mod:`evaluator.sandbox`):
    code runs. The parent starts the agent's wall clock and its ``exec_s`` measurement there.
 4. The agent code is compiled and executed in the same namespace and ``function(argument)``
    is called.
-5. Exactly one terminal line follows: ``{"kind": "result", "value": <JSON>}`` or
+5. Exactly one terminal line follows: ``{"kind": "result", "value": <JSON>, "call_s":
+   <seconds inside exec + call, informational>}`` or
    ``{"kind": "error", "failure": <category>, "error": <text>}``; then the process exits with
    ``os._exit(0)`` so that agent threads and ``atexit`` hooks cannot run afterwards.
 
@@ -32,6 +33,7 @@ import os
 import pickle
 import resource
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -136,6 +138,7 @@ def _apply_limits(limits: dict[str, Any]) -> None:
 def _run_agent(payload: dict[str, Any], namespace: dict[str, Any]) -> dict[str, Any]:
     """Run the agent code and its function; return the terminal message (never raises)."""
     reserve: bytearray | None = bytearray(1 << 20)  # freed on MemoryError to report it
+    t_call = time.perf_counter()
     try:
         code = payload["code"]
         linecache.cache["<agent>"] = (len(code), None, code.splitlines(True), "<agent>")
@@ -149,6 +152,7 @@ def _run_agent(payload: dict[str, Any], namespace: dict[str, Any]) -> dict[str, 
                 "error": f"the code does not define a function {payload['function']!r}",
             }
         value = function(payload["argument"])
+        payload["call_s"] = time.perf_counter() - t_call
     except MemoryError:
         reserve = None
         return {"kind": "error", "failure": "memory", "error": "MemoryError: memory limit hit"}
