@@ -60,7 +60,8 @@ def _hashable(value: Any) -> Hashable:
         return tuple(_hashable(v) for v in value)
     if isinstance(value, dict):
         raise GraphFormatError("a node id is a dict")
-    return value  # type: ignore[no-any-return]
+    hashable: Hashable = value
+    return hashable
 
 
 def is_graph_shaped(value: Any) -> bool:
@@ -94,22 +95,35 @@ def parse_graph(value: Any) -> NormalizedGraph:
     for entry in raw_nodes:
         if not isinstance(entry, dict) or "id" not in entry:
             raise GraphFormatError("every node entry must be a dict with an 'id'")
-        key = _hashable(entry["id"])
+        attrs = dict(entry)
+        key = attrs.pop("id")
+        if type(key) is not str:
+            key = _hashable(key)
         if key in nodes:
             raise GraphFormatError(f"node {key!r} is listed twice")
-        nodes[key] = {k: v for k, v in entry.items() if k != "id"}
+        nodes[key] = attrs
     edges: dict[tuple[Hashable, Hashable], dict[str, Any]] = {}
     for entry in raw_edges:
         if not isinstance(entry, dict) or "source" not in entry or "target" not in entry:
             raise GraphFormatError("every edge entry must be a dict with 'source' and 'target'")
-        source, target = _hashable(entry["source"]), _hashable(entry["target"])
-        nodes.setdefault(source, {})
-        nodes.setdefault(target, {})
+        attrs = dict(entry)
+        source, target = attrs.pop("source"), attrs.pop("target")
+        attrs.pop("key", None)
+        if type(source) is not str:
+            source = _hashable(source)
+        if type(target) is not str:
+            target = _hashable(target)
+        if source not in nodes:
+            nodes[source] = {}
+        if target not in nodes:
+            nodes[target] = {}
         key = (source, target)
         if not directed and key not in edges and (target, source) in edges:
             key = (target, source)
-        attrs = {k: v for k, v in entry.items() if k not in ("source", "target", "key")}
-        edges.setdefault(key, {}).update(attrs)
+        if key in edges:
+            edges[key].update(attrs)
+        else:
+            edges[key] = attrs
     return NormalizedGraph(nodes=nodes, edges=edges, directed=directed, multigraph=multigraph)
 
 
@@ -177,41 +191,48 @@ def check_safety(graph: NormalizedGraph) -> SafetyReport:
     if not graph.nodes:
         report.add("graph_shape", "the topology is empty")
         return report
+    valid_kinds = frozenset(ENTITY_KINDS)
     kinds: dict[Hashable, str | None] = {}
     seen_entities: set[tuple[str, str]] = set()
+    ports: list[Hashable] = []
+    switches: list[Hashable] = []
     for node, attrs in graph.nodes.items():
         kind = attrs.get("type")
         name = attrs.get("name")
-        if not isinstance(kind, str) or kind not in ENTITY_KINDS:
+        if type(kind) is not str or kind not in valid_kinds:
             report.add("node_type", f"{node!r} has type {kind!r}")
             kinds[node] = None
         else:
             kinds[node] = kind
-        if not isinstance(name, str) or not name:
+            if type(name) is str and name:
+                entity = (kind, name)
+                if entity in seen_entities:
+                    report.add("unique_entity", f"{kind} {name} appears twice")
+                seen_entities.add(entity)
+        if type(name) is not str or not name:
             report.add("node_type", f"{node!r} has no str name")
-        elif isinstance(kind, str):
-            if (kind, name) in seen_entities:
-                report.add("unique_entity", f"{kind} {name} appears twice")
-            seen_entities.add((kind, name))
         if kind == "EK_PORT":
+            ports.append(node)
             capacity = attrs.get("physical_capacity_bps")
             if capacity is None:
                 report.add("required_attribute", f"port {node!r} has no physical_capacity_bps")
             elif not _is_int(capacity) or capacity < MIN_PORT_CAPACITY_BPS:
                 report.add("bandwidth", f"port {node!r} has physical_capacity_bps {capacity!r}")
         elif kind == "EK_PACKET_SWITCH":
+            switches.append(node)
             loc = attrs.get("switch_loc")
             stage = loc.get("stage") if isinstance(loc, dict) else None
-            if not _is_int(stage) or stage < 1:
+            if stage is None or not _is_int(stage) or stage < 1:
                 report.add("required_attribute", f"switch {node!r} has switch_loc {loc!r}")
-    degree: Counter[Hashable] = Counter()
-    port_parents: Counter[Hashable] = Counter()
+    touched: set[Hashable] = set()
+    port_parents: dict[Hashable, int] = {}
     switches_with_ports: set[Hashable] = set()
+    relation_kinds = frozenset(RELATION_KINDS)
     for (source, target), attrs in graph.edges.items():
-        degree[source] += 1
-        degree[target] += 1
+        touched.add(source)
+        touched.add(target)
         relation = attrs.get("type")
-        if not isinstance(relation, str) or relation not in RELATION_KINDS:
+        if type(relation) is not str or relation not in relation_kinds:
             report.add("edge_type", f"{source!r}->{target!r} has type {relation!r}")
             continue
         if source == target:
@@ -224,15 +245,18 @@ def check_safety(graph: NormalizedGraph) -> SafetyReport:
             )
             continue
         if relation == CONTAINS and triple[2] == "EK_PORT":
-            port_parents[target] += 1
+            port_parents[target] = port_parents.get(target, 0) + 1
             switches_with_ports.add(source)
-    for node, kind in kinds.items():
-        if degree[node] == 0:
-            report.add("isolated_node", f"{node!r} has no edges")
-        if kind == "EK_PORT" and port_parents[node] != 1:
-            report.add("port_on_switch", f"port {node!r} has {port_parents[node]} parent switches")
-        elif kind == "EK_PACKET_SWITCH" and node not in switches_with_ports:
-            report.add("port_on_switch", f"switch {node!r} contains no port")
+    if len(touched) != len(graph.nodes):
+        for node in graph.nodes:
+            if node not in touched:
+                report.add("isolated_node", f"{node!r} has no edges")
+    for port in ports:
+        if port_parents.get(port, 0) != 1:
+            report.add("port_on_switch", f"port {port!r} has {port_parents.get(port, 0)} parents")
+    for switch in switches:
+        if switch not in switches_with_ports:
+            report.add("port_on_switch", f"switch {switch!r} contains no port")
     return report
 
 
@@ -249,7 +273,7 @@ class Comparison:
 
 
 def _examples(items: Iterable[Any]) -> list[str]:
-    out = []
+    out: list[str] = []
     for item in items:
         if len(out) >= MAX_EXAMPLES:
             break

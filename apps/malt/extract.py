@@ -164,7 +164,7 @@ def extract_code(reply: object) -> Extraction:
         textual = [b for b in python_blocks if "def process_graph" in b]
         chosen = textual[-1] if textual else "\n\n".join(python_blocks)
         return Extraction(_drop_usage(chosen), "fenced")
-    code = _bare_code(text)
-    if code is None:
+    bare = _bare_code(text)
+    if bare is None:
         return Extraction(None, "none", "no Python code found in the reply")
-    return Extraction(_drop_usage(code), "bare")
+    return Extraction(_drop_usage(bare), "bare")

@@ -69,9 +69,11 @@ def capacity_bps(view: TopologyView, node: str) -> int:
 
 def ranking(view: TopologyView, node: str) -> list[list[Any]]:
     """Direct children of ``node`` as ``[id, capacity_bps]``, capacity desc, ties by id asc."""
-    pairs = [[child, capacity_bps(view, child)] for child in view.children(node)]
-    pairs.sort(key=lambda pair: (-pair[1], pair[0]))
-    return pairs
+    pairs = sorted(
+        ((child, capacity_bps(view, child)) for child in view.children(node)),
+        key=lambda pair: (-pair[1], pair[0]),
+    )
+    return [[child, capacity] for child, capacity in pairs]
 
 
 def _substitute(value: Any, item: str, item_name: str) -> Any:

@@ -87,9 +87,10 @@ class TopologyView:
 
     def nodes(self) -> Iterator[tuple[str, Attrs]]:
         """Yield ``(node, attrs)`` for every node of the current state."""
-        for node in self.base:
-            if node not in self.removed:
-                yield node, self.replaced_attrs.get(node, self.base.nodes[node])
+        removed, replaced = self.removed, self.replaced_attrs
+        for node, attrs in self.base.nodes(data=True):
+            if node not in removed:
+                yield node, replaced.get(node, attrs)
         for node, attrs in self.added_nodes.items():
             yield node, self.replaced_attrs.get(node, attrs)
 

@@ -323,9 +323,10 @@ def _for_loop(ops: Operands, rng: random.Random) -> tuple[str, list[Op]]:
             }
         ]
         final_op, final_sentence = _question(rng.choice(("capacity", "rank")), block, ops, rng)
+        example = f"{ops.name(ops.children(block)[0])}.p{number}"
         question = (
             f"For each packet switch that is a direct child of `{block}`, add one new port named "
-            f"`<switch name>.p{number}` (for example `{ops.name(ops.children(block)[0])}.p{number}`) "
+            f"`<switch name>.p{number}` (for example `{example}`) "
             f"with physical_capacity_bps {_gbps(capacity)}. Then, in the updated topology: "
             f"{final_sentence}"
         )
