@@ -37,8 +37,6 @@ import time
 import traceback
 from typing import Any
 
-#: Deepest nesting of lists/dicts accepted in a returned value (cyclic values hit it).
-MAX_RESULT_DEPTH = 100
 #: Longest traceback tail (characters) sent back in ``error``.
 MAX_ERROR_CHARS = 4000
 _HARNESS_FILE = os.path.abspath(__file__)
@@ -70,49 +68,34 @@ def _agent_traceback(exc: BaseException) -> str:
     return _tail("".join(lines))
 
 
-def to_jsonable(value: Any, depth: int = 0) -> Any:
-    """Return a JSON-serialisable copy of ``value``.
+def _json_default(value: Any) -> Any:
+    """``json.dumps`` hook for the types JSON lacks (the result contract, docs/sandbox.md).
 
-    Rules (the parent documents them as the result contract): ``None``/bool/int/float/str
-    pass; tuples and lists become lists; sets become sorted lists when their items are
-    sortable (else lists in iteration order); dicts keep str/int/float/bool/None keys (JSON
-    turns them into strings); a networkx graph becomes ``{"__networkx__":
-    node_link_data(G, edges="links")}``. Raises :class:`ResultEncodingError` for any other
-    type, for other key types and beyond :data:`MAX_RESULT_DEPTH` levels (cycles).
+    A networkx graph becomes ``{"__networkx__": node_link_data(G, edges="links")}``; a set or
+    frozenset becomes a sorted list when its items are sortable (else a list in iteration
+    order). Any other type raises :class:`ResultEncodingError`. Tuples are lists and dict keys
+    must be str/int/float/bool/None (``json`` itself enforces both); cycles raise
+    ``ValueError`` and too deep nesting ``RecursionError`` inside ``json``.
     """
-    if depth > MAX_RESULT_DEPTH:
-        raise ResultEncodingError(f"value nested deeper than {MAX_RESULT_DEPTH} levels")
-    kind = type(value)
-    if value is None or kind in (bool, int, float, str):
-        return value
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
     nx = sys.modules.get("networkx")
     if nx is not None and isinstance(value, nx.Graph):
-        data = nx.node_link_data(value, edges="links")
-        return {"__networkx__": to_jsonable(data, depth + 1)}
-    if isinstance(value, dict):
-        out: dict[Any, Any] = {}
-        for key, item in value.items():
-            if key is not None and type(key) not in (str, int, float, bool):
-                raise ResultEncodingError(f"dict key of type {type(key).__name__} is not JSON")
-            out[key] = to_jsonable(item, depth + 1)
-        return out
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(item, depth + 1) for item in value]
+        return {"__networkx__": nx.node_link_data(value, edges="links")}
     if isinstance(value, (set, frozenset)):
         try:
-            items = sorted(value)
+            return sorted(value)
         except TypeError:
-            items = list(value)
-        return [to_jsonable(item, depth + 1) for item in items]
-    raise ResultEncodingError(f"a value of type {kind.__name__} is not JSON-serialisable")
+            return list(value)
+    raise ResultEncodingError(f"a value of type {type(value).__name__} is not JSON-serialisable")
+
+
+def encode_result(value: Any, call_s: float) -> str:
+    """Return the terminal ``result`` message for ``value`` as one JSON line (no newline).
+
+    Raises :class:`ResultEncodingError`, ``TypeError`` (bad dict key), ``ValueError``
+    (circular reference, int too large to print) or ``RecursionError`` (nesting).
+    """
+    message = {"kind": "result", "value": value, "call_s": call_s}
+    return json.dumps(message, separators=(",", ":"), default=_json_default)
 
 
 def _apply_limits(limits: dict[str, Any]) -> None:
@@ -161,7 +144,7 @@ def _run_agent(payload: dict[str, Any], namespace: dict[str, Any]) -> dict[str, 
         return {"kind": "error", "failure": "exception", "error": _agent_traceback(exc)}
     del reserve
     try:
-        text = json.dumps({"kind": "result", "value": to_jsonable(value)}, separators=(",", ":"))
+        text = encode_result(value, payload["call_s"])
     except MemoryError:
         return {"kind": "error", "failure": "memory", "error": "MemoryError while encoding"}
     except (ResultEncodingError, ValueError, TypeError, RecursionError) as exc:

@@ -1,0 +1,111 @@
+"""Benchmark: cost of one sandboxed agent call (evaluator.sandbox.run_function).
+
+Measures, over ``--runs`` calls each (median and 90th percentile, seconds of wall time seen by
+the caller, interpreter start included):
+
+* ``empty``        - integer argument, returns it: bwrap + interpreter start + protocol;
+* ``graph-in``     - a MALT-sized DiGraph argument (5,493 nodes / 6,424 edges, the shape of
+                     the MALT topology in netarena-reference.md §B.1), returns its node count;
+* ``graph-roundtrip`` - same argument, returns the graph (node-link JSON back to the parent).
+
+Usage: ``.venv/bin/python benchmarks/bench_sandbox.py [--runs 15]`` (needs root and bwrap).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import networkx as nx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evaluator.sandbox import SandboxLimits, run_function  # noqa: E402
+
+
+def malt_shaped_graph() -> nx.DiGraph:
+    """A DiGraph with the node/edge counts and attribute shapes of the MALT topology."""
+    g = nx.DiGraph()
+
+    def node(name: str, kind: str, **attrs: object) -> None:
+        g.add_node(name, name=name, type=[kind], **attrs)
+
+    def contains(a: str, z: str) -> None:
+        g.add_edge(a, z, type="RK_CONTAINS")
+
+    node("ju1", "EK_JUPITER")
+    for s in range(1, 5):
+        sb, spine, srack, sdom = f"ju1.a{s}", f"ju1.s{s}", f"ju1.s{s}rack", f"ju1.s{s}.dom"
+        node(sb, "EK_SUPERBLOCK")
+        node(spine, "EK_SPINEBLOCK")
+        node(srack, "EK_RACK")
+        node(sdom, "EK_CONTROL_DOMAIN")
+        node(f"ju1.a{s}.dom", "EK_CONTROL_DOMAIN")
+        node(f"ju1.a{s}.m0rack", "EK_RACK")  # placeholder so racks total 20 (4 + 16)
+        contains("ju1", sb)
+        contains("ju1", spine)
+        switches = [(spine, f"ju1.s{s}.s{s}c{c}", srack, sdom, 2) for c in range(1, 17)]
+        for m in range(1, 5):
+            agg = f"ju1.a{s}.m{m}"
+            node(agg, "EK_AGG_BLOCK")
+            contains(sb, agg)
+            rack = f"ju1.a{s}.m{m}rack"
+            node(rack, "EK_RACK")
+            switches += [
+                (agg, f"{agg}.s{c}c{c}", rack, f"ju1.a{s}.dom", 1 + c % 3) for c in range(1, 17)
+            ]
+        g.remove_node(f"ju1.a{s}.m0rack")
+        for parent, sw, rack, dom, stage in switches:
+            node(sw, "EK_PACKET_SWITCH", switch_loc={"stage": float(stage)})
+            g.nodes[sw]["type"] = ["EK_PACKET_SWITCH", "EK_CHASSIS", "EK_CONTROL_POINT"]
+            contains(parent, sw)
+            contains(rack, sw)
+            contains(dom, sw)
+            g.add_edge(sw, sw, type="RK_CONTROLS")
+            for p in range(1, 17):
+                port = f"{sw}.p{p}"
+                node(port, "EK_PORT", physical_capacity_bps=1e9)
+                contains(sw, port)
+    return g
+
+
+def measure(label: str, runs: int, code: str, argument: object) -> None:
+    limits = SandboxLimits(wall_timeout_s=60.0, cpu_time_s=60.0)
+    walls, execs = [], []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        result = run_function(code, "process_graph", argument, limits=limits, preamble="")
+        walls.append(time.perf_counter() - t0)
+        execs.append(result.exec_s)
+        if not result.ok:
+            raise SystemExit(f"{label}: {result.failure}: {result.error}")
+    walls.sort()
+    p90 = walls[min(len(walls) - 1, int(0.9 * len(walls)))]
+    print(
+        f"{label:16s} median {statistics.median(walls) * 1000:7.1f} ms   "
+        f"p90 {p90 * 1000:7.1f} ms   median exec_s {statistics.median(execs) * 1000:6.1f} ms"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    graph = malt_shaped_graph()
+    size = len(pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL))
+    print(
+        f"graph: {graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges, "
+        f"pickle {size / 1e6:.2f} MB; runs per case: {args.runs}"
+    )
+    run_function("def process_graph(g):\n    return g\n", "process_graph", 0)  # warm caches
+    measure("empty", args.runs, "def process_graph(g):\n    return g\n", 1)
+    measure("graph-in", args.runs, "def process_graph(g):\n    return len(g)\n", graph)
+    measure("graph-roundtrip", args.runs, "def process_graph(g):\n    return g\n", graph)
+
+
+if __name__ == "__main__":
+    main()
