@@ -111,7 +111,7 @@ def _drop_usage(code: str) -> str:
     """Remove top-level calls of process_graph and ``__main__`` blocks (by line ranges)."""
     tree = _parse(code)
     if tree is None:
-        return code
+        return code.rstrip()
     lines = code.split("\n")
     drop: set[int] = set()
     for node in tree.body:
@@ -121,8 +121,8 @@ def _drop_usage(code: str) -> str:
             end = node.end_lineno or node.lineno
             drop.update(range(node.lineno - 1, end))
     if not drop:
-        return code
-    return "\n".join(line for i, line in enumerate(lines) if i not in drop)
+        return code.rstrip()
+    return "\n".join(line for i, line in enumerate(lines) if i not in drop).rstrip()
 
 
 def _bare_code(text: str) -> str | None:
@@ -157,7 +157,9 @@ def extract_code(reply: object) -> Extraction:
             helpers = [
                 python_blocks[i]
                 for i in range(main)
-                if (tree := parsed[i]) is not None and _helper_only(tree)
+                if (tree := parsed[i]) is not None
+                and _helper_only(tree)
+                and not _defines_entry(tree)
             ]
             code = "\n\n".join([*helpers, python_blocks[main]])
             return Extraction(_drop_usage(code), "fenced")
