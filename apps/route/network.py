@@ -26,9 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evaluator.app import DependencyMissingError, EmulatorError
+
 from apps.route.probe import PingallResult, pingall
 from apps.route.topology import RouteTopology, build_mininet_topo
-from evaluator.app import DependencyMissingError, EmulatorError
 
 #: Directory of per-prefix lock files (tmpfs: a reboot clears it).
 LOCK_DIR = Path(os.environ.get("NETARENA_ROUTE_LOCK_DIR", "/run/netarena-route"))
@@ -93,7 +94,7 @@ def cleanup_stale_prefixes() -> list[str]:
 
     Returns the prefixes cleaned. Live episodes hold their lock, so they are never touched.
     """
-    cleaned = []
+    cleaned: list[str] = []
     if not LOCK_DIR.is_dir():
         return cleaned
     for lock_path in LOCK_DIR.glob("n*_.lock"):
@@ -212,9 +213,7 @@ class RouteNetwork:
             )
             self._net.start()
             self.pids = {name: int(self._net[name].pid) for name in self.topology.machines()}
-            out = self.exec(self.topology.router, ["sysctl", "-w", "net.ipv4.ip_forward=1"])
-            if out[0] != 0:
-                raise EmulatorError(f"cannot enable forwarding on r0: {out[1]}")
+            self._configure_router()
         except DependencyMissingError:
             self.stop()
             raise
@@ -225,6 +224,22 @@ class RouteNetwork:
             raise EmulatorError(f"Mininet failed to build the network: {exc}") from exc
         self.build_s = time.perf_counter() - started
         return self
+
+    def _configure_router(self) -> None:
+        """Forwarding on; ICMP redirects off.
+
+        Redirects off: with a misdirecting route (WR method 4) r0 would otherwise teach hosts
+        a redirect that outlives the repair in their route cache for minutes.
+        """
+        router = self.topology.router
+        keys = ["net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0"]
+        keys += [
+            f"net.ipv4.conf.{self.topology.router_intf(i)}.send_redirects=0"
+            for i in range(1, self.topology.num_switches + 1)
+        ]
+        status, output = self.exec(router, ["sysctl", "-w", *keys])
+        if status != 0:
+            raise EmulatorError(f"cannot configure r0: {output}")
 
     def stop(self) -> None:
         """Stop Mininet and remove every trace of this network's prefix (idempotent)."""
@@ -283,15 +298,16 @@ class RouteNetwork:
         return pingall(self.pids, ips, timeout_s=timeout_s, attempts=attempts)
 
     def fingerprint(self, machine: str) -> str:
-        """Text snapshot of ``machine``'s network configuration (links, addresses, routes,
-        rules, qdiscs, netfilter rules, forwarding), used to tell whether a step changed state.
+        """Text snapshot of ``machine``'s network configuration (links, IPv4 addresses, routes,
+        rules, qdiscs, netfilter rules and non-default policies, forwarding), used to tell
+        whether a step changed state. IPv6 link-local noise is left out.
         """
         parts = []
         for argv in (
             ["ip", "-d", "link", "show"],
-            ["ip", "addr", "show"],
-            ["ip", "route", "show", "table", "all"],
-            ["ip", "rule", "show"],
+            ["ip", "-4", "addr", "show"],
+            ["ip", "-4", "route", "show", "table", "all"],
+            ["ip", "-4", "rule", "show"],
             ["tc", "qdisc", "show"],
             ["iptables-save"],
             ["cat", "/proc/sys/net/ipv4/ip_forward"],
@@ -299,9 +315,10 @@ class RouteNetwork:
             _status, out = self.exec(machine, argv)
             if argv[0] == "iptables-save":
                 out = "\n".join(
-                    re.sub(r"\[\d+:\d+\]", "", line)
+                    line
                     for line in out.splitlines()
-                    if not line.startswith("#")
+                    if line.startswith("-A ")
+                    or (line.startswith(":") and not re.match(r"^:\S+ (ACCEPT|-) ", line))
                 )
             if argv[:2] == ["ip", "-d"]:
                 out = re.sub(r"\b(valid_lft|preferred_lft) \S+", "", out)

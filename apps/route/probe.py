@@ -83,8 +83,9 @@ def open_icmp_socket(pid: int) -> socket.socket:
     thread.join()
     sock = result.get("socket")
     if not isinstance(sock, socket.socket):
-        raise EmulatorError(f"cannot open an ICMP socket in the namespace of pid {pid}: "
-                            f"{result.get('error')}")
+        raise EmulatorError(
+            f"cannot open an ICMP socket in the namespace of pid {pid}: {result.get('error')}"
+        )
     return sock
 
 
@@ -130,7 +131,9 @@ class PingallResult:
         """
         lines = ["*** Ping: testing ping reachability"]
         for src in self.nodes:
-            cells = [dst if (src, dst) in self.reachable else "X" for dst in self.nodes if dst != src]
+            cells = [
+                dst if (src, dst) in self.reachable else "X" for dst in self.nodes if dst != src
+            ]
             lines.append(f"{src} -> {' '.join(cells)}")
         lines.append(
             f"*** Results: {self.loss_percent:.1f}% dropped ({self.received}/{self.sent} received)"
