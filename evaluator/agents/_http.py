@@ -35,11 +35,9 @@ class _RetryableError(Exception):
 
 
 def excerpt(data: bytes | str, limit: int = 200) -> str:
-    """Return a short, printable quotation of untrusted response data for error messages."""
+    """Return a short, quoted, printable rendering of untrusted response data (``repr``)."""
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    clipped = text[:limit]
-    shown = clipped.encode("unicode_escape").decode("ascii")
-    return shown + ("..." if len(text) > limit else "")
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
 
 
 def public_url(url: str | httpx.URL) -> str:
@@ -177,7 +175,7 @@ class GuardedHttpClient(AgentClient):
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             raise AgentError(
-                "bad_response", f"agent response is not JSON: {excerpt(raw)!r}"
+                "bad_response", f"agent response is not JSON: {excerpt(raw)}"
             ) from None
         text = self.parse_reply(data)
         return AgentReply(text=text, latency_s=time.perf_counter() - started)
@@ -230,14 +228,14 @@ class GuardedHttpClient(AgentClient):
             except (RefusedAddressError, ResolveError) as exc:
                 raise AgentError(
                     "refused_address",
-                    f"agent answered HTTP {status} redirecting to {excerpt(location)!r}, "
+                    f"agent answered HTTP {status} redirecting to {excerpt(location)}, "
                     f"which the guard refuses ({exc}); redirects are not followed",
                 ) from None
             except httpx.InvalidURL:
                 pass
             raise AgentError(
                 "http_status",
-                f"agent answered HTTP {status} redirecting to {excerpt(location)!r}; redirects "
+                f"agent answered HTTP {status} redirecting to {excerpt(location)}; redirects "
                 "are not followed, register the final endpoint URL instead",
             )
         head = b""
@@ -245,7 +243,7 @@ class GuardedHttpClient(AgentClient):
             head += chunk
             if len(head) >= ERROR_EXCERPT_BYTES:
                 break
-        detail = f": {excerpt(head, ERROR_EXCERPT_BYTES)!r}" if head else ""
+        detail = f": {excerpt(head, ERROR_EXCERPT_BYTES)}" if head else ""
         raise AgentError("http_status", f"agent answered HTTP {status}{detail}")
 
     def _read_capped(self, response: httpx.Response, deadline: float) -> bytes:

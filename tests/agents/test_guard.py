@@ -14,6 +14,7 @@ from starlette.routing import Route
 from evaluator.agents.guard import (
     LOOPBACK_NETWORKS,
     GuardedTransport,
+    IPAddress,
     OutboundGuard,
     RefusedAddressError,
     ResolveError,
@@ -88,7 +89,7 @@ def test_bad_allow_list_entry_is_a_value_error() -> None:
 
 def test_names_are_resolved_and_every_address_checked() -> None:
     class TwoAnswers(OutboundGuard):
-        def resolve(self, host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+        def resolve(self, host: str, port: int) -> list[IPAddress]:
             return [ipaddress.ip_address("8.8.8.8"), ipaddress.ip_address("10.0.0.7")]
 
     with pytest.raises(RefusedAddressError, match="agent.example -> 10.0.0.7 is a private"):
@@ -115,7 +116,7 @@ def test_transport_connects_to_the_checked_address_and_keeps_the_host_header(ser
     class Pinned(OutboundGuard):
         """Resolves the made-up name once to loopback; httpx itself could not resolve it."""
 
-        def resolve(self, host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+        def resolve(self, host: str, port: int) -> list[IPAddress]:
             calls.append(host)
             return [ipaddress.ip_address("127.0.0.1")]
 
@@ -136,7 +137,7 @@ def test_https_requests_carry_the_original_name_for_sni() -> None:
     transport = GuardedTransport(OutboundGuard(), httpx.MockTransport(inner))
 
     class Fixed(OutboundGuard):
-        def resolve(self, host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+        def resolve(self, host: str, port: int) -> list[IPAddress]:
             return [ipaddress.ip_address("93.184.215.14")]
 
     transport.guard = Fixed()
