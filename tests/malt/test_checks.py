@@ -57,20 +57,41 @@ def test_base_graph_round_trips_and_is_safe(base_link: dict[str, Any]) -> None:
         ("graph_shape", lambda g: (g.nodes.clear(), g.edges.clear())),
         ("node_type", lambda g: g.nodes[SWITCH].__setitem__("type", ["EK_PACKET_SWITCH"])),
         ("node_type", lambda g: g.nodes[SWITCH].pop("name")),
-        ("unique_entity", lambda g: g.nodes["EK_PORT:ju1.a1.m1.s2c1.p2"].__setitem__("name", "ju1.a1.m1.s2c1.p1")),
+        (
+            "unique_entity",
+            lambda g: g.nodes["EK_PORT:ju1.a1.m1.s2c1.p2"].__setitem__("name", "ju1.a1.m1.s2c1.p1"),
+        ),
         ("edge_type", lambda g: g.edges[(SWITCH, PORT)].__setitem__("type", "RK_CONTROL")),
         ("edge_type", lambda g: g.edges.__setitem__((SWITCH, SWITCH), {"type": "RK_CONTAINS"})),
-        ("hierarchy", lambda g: g.edges.__setitem__(("EK_AGG_BLOCK:ju1.a1.m1", PORT), {"type": "RK_CONTAINS"})),
+        (
+            "hierarchy",
+            lambda g: g.edges.__setitem__(
+                ("EK_AGG_BLOCK:ju1.a1.m1", PORT), {"type": "RK_CONTAINS"}
+            ),
+        ),
         ("required_attribute", lambda g: g.nodes[PORT].pop("physical_capacity_bps")),
         ("required_attribute", lambda g: g.nodes[SWITCH].pop("switch_loc")),
         ("bandwidth", lambda g: g.nodes[PORT].__setitem__("physical_capacity_bps", 1000)),
         ("bandwidth", lambda g: g.nodes[PORT].__setitem__("physical_capacity_bps", "1e9")),
-        ("isolated_node", lambda g: g.nodes.__setitem__("EK_RACK:new", {"name": "new", "type": "EK_RACK"})),
-        ("port_on_switch", lambda g: [g.edges.pop((SWITCH, f"EK_PORT:ju1.a1.m1.s2c1.p{i}")) for i in range(1, 17)]),
-        ("port_on_switch", lambda g: g.edges.__setitem__(("EK_PACKET_SWITCH:ju1.a1.m1.s2c2", PORT), {"type": "RK_CONTAINS"})),
+        (
+            "isolated_node",
+            lambda g: g.nodes.__setitem__("EK_RACK:new", {"name": "new", "type": "EK_RACK"}),
+        ),
+        (
+            "port_on_switch",
+            lambda g: [g.edges.pop((SWITCH, f"EK_PORT:ju1.a1.m1.s2c1.p{i}")) for i in range(1, 17)],
+        ),
+        (
+            "port_on_switch",
+            lambda g: g.edges.__setitem__(
+                ("EK_PACKET_SWITCH:ju1.a1.m1.s2c2", PORT), {"type": "RK_CONTAINS"}
+            ),
+        ),
     ],
 )
-def test_safety_catches_each_constraint(base_link: dict[str, Any], constraint: str, damage: Any) -> None:
+def test_safety_catches_each_constraint(
+    base_link: dict[str, Any], constraint: str, damage: Any
+) -> None:
     graph = _graph(base_link)
     damage(graph)
     found = _violations(graph)
@@ -104,7 +125,11 @@ def test_parse_graph_rejects_malformed_values() -> None:
 
 def test_parse_graph_accepts_edges_key_and_adds_implicit_nodes() -> None:
     graph = parse_graph(
-        {"directed": True, "nodes": [{"id": "a", "type": "x"}], "edges": [{"source": "a", "target": "b", "type": "t"}]}
+        {
+            "directed": True,
+            "nodes": [{"id": "a", "type": "x"}],
+            "edges": [{"source": "a", "target": "b", "type": "t"}],
+        }
     )
     assert graph.nodes == {"a": {"type": "x"}, "b": {}}
     assert graph.edges == {("a", "b"): {"type": "t"}}

@@ -56,7 +56,8 @@ def test_last_definition_wins_and_other_languages_are_ignored() -> None:
 
 
 def test_example_usage_and_main_guard_are_dropped() -> None:
-    code = f"{ENTRY}\n\nresult = process_graph(G)\nprint(result)\nif __name__ == '__main__':\n    main()\n"
+    usage = "result = process_graph(G)\nprint(result)\nif __name__ == '__main__':\n    main()\n"
+    code = f"{ENTRY}\n\n{usage}"
     extracted = extract_code(f"```python\n{code}```").code
     assert extracted is not None
     assert "result =" not in extracted and "__main__" not in extracted

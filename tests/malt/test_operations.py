@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from apps.malt.app import MaltApp
@@ -25,18 +27,28 @@ def test_remove_takes_everything_contained_and_nothing_else() -> None:
     }
     assert view.number_of_nodes() == 6133 - 19
     assert SWITCH not in view.children("EK_AGG_BLOCK:ju1.a2.m1")
-    assert view.has_node("EK_RACK:ju1.a2.m1rack") and len(view.children("EK_RACK:ju1.a2.m1rack")) == 15
+    assert (
+        view.has_node("EK_RACK:ju1.a2.m1rack") and len(view.children("EK_RACK:ju1.a2.m1rack")) == 15
+    )
     assert not any(SWITCH in (s, t) for s, t, _ in view.edges())
 
 
 def test_view_never_mutates_the_base_graph() -> None:
     base = load_graph()
-    before = (base.number_of_nodes(), base.number_of_edges(), dict(base.nodes[f"EK_PORT:{SWITCH[17:]}.p1"]))
+    before = (
+        base.number_of_nodes(),
+        base.number_of_edges(),
+        dict(base.nodes[f"EK_PORT:{SWITCH[17:]}.p1"]),
+    )
     view = TopologyView(base)
     view.set_attr(f"EK_PORT:{SWITCH[17:]}.p1", "physical_capacity_bps", 7 * 10**9)
     view.remove("EK_AGG_BLOCK:ju1.a1.m1")
     view.add_node("EK_RACK:new", {"name": "new", "type": "EK_RACK"})
-    assert (base.number_of_nodes(), base.number_of_edges(), dict(base.nodes[f"EK_PORT:{SWITCH[17:]}.p1"])) == before
+    assert (
+        base.number_of_nodes(),
+        base.number_of_edges(),
+        dict(base.nodes[f"EK_PORT:{SWITCH[17:]}.p1"]),
+    ) == before
     assert view.attrs(f"EK_PORT:{SWITCH[17:]}.p1")["physical_capacity_bps"] == 7 * 10**9
     with pytest.raises(ValueError):
         view.add_node("EK_AGG_BLOCK:ju1.a1.m1", {})  # a removed base id is not reused
@@ -57,12 +69,18 @@ def test_capacity_and_ranking_tie_order() -> None:
 def test_if_else_takes_each_branch() -> None:
     port = f"EK_PORT:{SWITCH[17:]}.p3"
     for threshold, expected in ((16 * 10**9, 15), (17 * 10**9, 17)):
-        program = [
+        program: list[dict[str, Any]] = [
             {
                 "op": "if",
-                "cond": {"query": {"op": "capacity", "node": SWITCH}, "cmp": ">=", "value": threshold},
+                "cond": {
+                    "query": {"op": "capacity", "node": SWITCH},
+                    "cmp": ">=",
+                    "value": threshold,
+                },
                 "then": [{"op": "remove", "node": port}],
-                "else": [{"op": "add_port", "parent": SWITCH, "name": "x.p17", "capacity_bps": 10**9}],
+                "else": [
+                    {"op": "add_port", "parent": SWITCH, "name": "x.p17", "capacity_bps": 10**9}
+                ],
             },
             {"op": "count", "node": SWITCH, "kind": "EK_PORT"},
         ]

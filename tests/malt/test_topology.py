@@ -52,7 +52,11 @@ def test_switch_chassis_and_control_point_are_distinct_nodes() -> None:
     name = "ju1.a1.m1.s2c1"
     ids = [f"{kind}:{name}" for kind in ("EK_PACKET_SWITCH", "EK_CHASSIS", "EK_CONTROL_POINT")]
     assert all(graph.nodes[i]["name"] == name for i in ids)
-    assert [graph.nodes[i]["type"] for i in ids] == ["EK_PACKET_SWITCH", "EK_CHASSIS", "EK_CONTROL_POINT"]
+    assert [graph.nodes[i]["type"] for i in ids] == [
+        "EK_PACKET_SWITCH",
+        "EK_CHASSIS",
+        "EK_CONTROL_POINT",
+    ]
     switch, chassis, control_point = ids
     assert graph.edges[chassis, switch]["type"] == "RK_CONTAINS"
     assert graph.edges[chassis, control_point]["type"] == "RK_CONTAINS"
@@ -68,7 +72,10 @@ def test_attributes_are_typed_and_flattened() -> None:
     assert graph.nodes["EK_PACKET_SWITCH:ju1.a1.m1.s3c2"]["switch_loc"] == {"stage": 3}
     assert graph.nodes["EK_SUPERBLOCK:ju1.a3"]["index_within_jupiter"] == 3
     assert graph.nodes["EK_JUPITER:ju1"]["jupiter_type"] == "JDT_COLO"
-    assert graph.nodes["EK_CHASSIS:ju1.a1.m1.s2c1"] == {"name": "ju1.a1.m1.s2c1", "type": "EK_CHASSIS"}
+    assert graph.nodes["EK_CHASSIS:ju1.a1.m1.s2c1"] == {
+        "name": "ju1.a1.m1.s2c1",
+        "type": "EK_CHASSIS",
+    }
 
 
 def test_initial_topology_is_safe() -> None:
@@ -90,7 +97,9 @@ def test_parser_rejects_unknown_fields_and_enum_values() -> None:
             'z { kind: EK_CHASSIS name: "missing" } }'
         )
     with pytest.raises(ValueError, match="duplicate"):
-        build_graph('entity { id { kind: EK_RACK name: "r" } } entity { id { kind: EK_RACK name: "r" } }')
+        build_graph(
+            'entity { id { kind: EK_RACK name: "r" } } entity { id { kind: EK_RACK name: "r" } }'
+        )
 
 
 def test_proto_file_matches_runtime_descriptor() -> None:
@@ -109,7 +118,9 @@ def test_proto_file_matches_runtime_descriptor() -> None:
     assert set(re.findall(r"^enum (\w+)", text, re.M)) == set(schema.ENUMS)
 
 
-def test_pickle_cache_is_written_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pickle_cache_is_written_and_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("NETARENA_CACHE_DIR", str(tmp_path))
     first = topology._load_uncached(topology.DATA_FILE)
     files = list((tmp_path / "malt").glob("graph-v*.pickle"))
