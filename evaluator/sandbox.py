@@ -31,6 +31,8 @@ code ran. Every agent behaviour ends as a :class:`SandboxResult`.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import itertools
 import json
 import os
@@ -161,6 +163,116 @@ class SandboxResult:
     controls: tuple[str, ...] = field(default=())
 
 
+#: Namespace flags of clone(2)/unshare(2) the agent may not use (linux/sched.h). Without
+#: capabilities only CLONE_NEWUSER would succeed, and a user namespace would give the agent
+#: capabilities over fresh mounts (an unbounded tmpfs, for one); all are listed for clarity.
+_NAMESPACE_FLAGS = (
+    0x00000080,  # CLONE_NEWTIME
+    0x00020000,  # CLONE_NEWNS
+    0x02000000,  # CLONE_NEWCGROUP
+    0x04000000,  # CLONE_NEWUTS
+    0x08000000,  # CLONE_NEWIPC
+    0x10000000,  # CLONE_NEWUSER
+    0x20000000,  # CLONE_NEWPID
+    0x40000000,  # CLONE_NEWNET
+)
+#: System calls refused with EPERM: namespaces and mounts, kernel keyrings, eBPF, perf,
+#: userfaultfd, io_uring, ptrace and cross-process memory access, kernel modules and
+#: other administration calls (most need capabilities anyway; they are a large attack surface).
+_DENIED_SYSCALLS = (
+    "setns", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
+    "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+    "open_by_handle_at", "name_to_handle_at", "acct", "swapon", "swapoff", "reboot",
+    "syslog", "quotactl", "personality", "lookup_dcookie", "vhangup",
+)  # fmt: skip
+_SCMP_ACT_ALLOW = 0x7FFF0000
+_SCMP_CMP_MASKED_EQ = 7
+
+
+class _ScmpArgCmp(ctypes.Structure):
+    """``struct scmp_arg_cmp`` of libseccomp (seccomp_rule_add_array(3))."""
+
+    _fields_ = (
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    )
+
+
+def _scmp_errno(code: int) -> int:
+    return 0x00050000 | (code & 0xFFFF)  # SCMP_ACT_ERRNO(code)
+
+
+@lru_cache(maxsize=1)
+def _seccomp_program() -> bytes | None:
+    """Compile the sandbox's seccomp filter with libseccomp; ``None`` if libseccomp is absent.
+
+    Default action: allow. Denied: :data:`_DENIED_SYSCALLS` (EPERM), ``clone``/``unshare``
+    with any of :data:`_NAMESPACE_FLAGS` (EPERM) and ``clone3`` (ENOSYS, whose flags live in
+    memory a filter cannot read; glibc then falls back to ``clone``). Foreign architectures
+    (e.g. 32-bit calls on x86_64) are killed by libseccomp's default bad-arch action. Returns
+    the classic-BPF program that bwrap's ``--seccomp FD`` loads.
+    """
+    name = ctypes.util.find_library("seccomp")
+    if name is None:
+        return None
+    try:
+        lib = ctypes.CDLL(name, use_errno=True)
+    except OSError:
+        return None
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = (ctypes.c_uint32,)
+    lib.seccomp_release.argtypes = (ctypes.c_void_p,)
+    lib.seccomp_syscall_resolve_name.argtypes = (ctypes.c_char_p,)
+    lib.seccomp_rule_add_array.argtypes = (
+        ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+        ctypes.POINTER(_ScmpArgCmp),
+    )  # fmt: skip
+    lib.seccomp_export_bpf.argtypes = (ctypes.c_void_p, ctypes.c_int)
+    ctx = lib.seccomp_init(_SCMP_ACT_ALLOW)
+    if not ctx:
+        return None
+    try:
+
+        def rule(action: int, syscall: str, *compare: _ScmpArgCmp) -> None:
+            number = lib.seccomp_syscall_resolve_name(syscall.encode())
+            if number < 0:
+                return  # unknown on this architecture/libseccomp version
+            array = (_ScmpArgCmp * max(len(compare), 1))(*compare)
+            if lib.seccomp_rule_add_array(ctx, action, number, len(compare), array) != 0:
+                raise OSError(f"seccomp_rule_add_array failed for {syscall}")
+
+        for syscall in _DENIED_SYSCALLS:
+            rule(_scmp_errno(1), syscall)  # EPERM
+        rule(_scmp_errno(38), "clone3")  # ENOSYS
+        for syscall in ("clone", "unshare"):
+            for flag in _NAMESPACE_FLAGS:
+                rule(_scmp_errno(1), syscall, _ScmpArgCmp(0, _SCMP_CMP_MASKED_EQ, flag, flag))
+        read_fd, write_fd = os.pipe()
+        try:
+            if lib.seccomp_export_bpf(ctx, write_fd) != 0:
+                return None
+            os.close(write_fd)
+            write_fd = -1
+            chunks = []
+            while chunk := os.read(read_fd, 65536):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(read_fd)
+            if write_fd >= 0:
+                os.close(write_fd)
+    except OSError:
+        return None
+    finally:
+        lib.seccomp_release(ctx)
+
+
 @dataclass(frozen=True)
 class _Plan:
     """Host paths resolved once per process: tools and the directories to bind read-only."""
@@ -214,7 +326,9 @@ def _parents(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _bwrap_command(plan: _Plan, uid: int, limits: SandboxLimits, result_fd: int) -> list[str]:
+def _bwrap_command(
+    plan: _Plan, uid: int, limits: SandboxLimits, result_fd: int, seccomp_fd: int | None
+) -> list[str]:
     """Build the bwrap + setpriv + python command line (see docs/sandbox.md for each flag)."""
     cmd = [
         plan.bwrap,
@@ -247,6 +361,8 @@ def _bwrap_command(plan: _Plan, uid: int, limits: SandboxLimits, result_fd: int)
     cmd += ["--ro-bind", str(_HARNESS_PATH.resolve()), _HARNESS_IN_SANDBOX]
     cmd += ["--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", _SCRATCH]
     cmd += ["--chdir", _SCRATCH]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
     cmd += ["--cap-drop", "ALL"]
     cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
     cmd += [
@@ -520,14 +636,14 @@ def _classify(run: _Run, code: int | None, cgroup: _Cgroup | None) -> tuple[Any,
     signal_no = -code if code is not None and code < 0 else (code or 0) - 128
     if signal_no == signal.SIGXCPU:
         return None, "cpu", f"CPU time limit of {limits.cpu_time_s} s exceeded (SIGXCPU)"
-    if cgroup is not None and cgroup.oom_killed():
-        return None, "memory", f"sandbox memory limit exceeded ({_exit_text(code)})"
-    if not run.messages:
-        stderr = _tail(run.stderr.decode(errors="replace"))
-        return None, "crash", f"no result: {_exit_text(code)}\n{stderr}".rstrip()
-    message = run.messages[0]
-    if code != 0:
+    if not run.messages or code != 0:
+        if cgroup is not None and cgroup.oom_killed():
+            return None, "memory", f"sandbox memory limit exceeded ({_exit_text(code)})"
+        if not run.messages:
+            stderr = _tail(run.stderr.decode(errors="replace"))
+            return None, "crash", f"no result: {_exit_text(code)}\n{stderr}".rstrip()
         return None, "crash", f"sandbox ended with {_exit_text(code)} after its result"
+    message = run.messages[0]
     if message["kind"] == "result" and "value" in message:
         return message["value"], None, ""
     failure = message.get("failure")
@@ -536,7 +652,7 @@ def _classify(run: _Run, code: int | None, cgroup: _Cgroup | None) -> tuple[Any,
     return None, "bad_result", f"protocol violation: unexpected message {message['kind']!r}"
 
 
-def _popen(plan: _Plan, command: list[str], cgroup: _Cgroup | None, write_fd: int) -> Any:
+def _popen(command: list[str], cgroup: _Cgroup | None, fds: tuple[int, ...]) -> Any:
     if cgroup is not None:
         # A tiny shell joins the cgroups, then execs bwrap: every later fork inherits them.
         joins = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(cgroup.procs_files())))
@@ -547,7 +663,7 @@ def _popen(plan: _Plan, command: list[str], cgroup: _Cgroup | None, write_fd: in
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        pass_fds=(write_fd,),
+        pass_fds=fds,
         env={"PATH": "/usr/bin:/bin"},
         start_new_session=True,
         close_fds=True,
@@ -612,18 +728,26 @@ def run_function(
         raise SandboxSetupError(f"argument cannot be pickled: {exc}") from exc
     uid = _allocate_uid()
     cgroup = _Cgroup.create(f"netarena-sbx-{os.getpid()}-{uid}", limits)
-    controls = ("bwrap", "uid", "rlimits") + (("cgroup",) if cgroup is not None else ())
+    program = _seccomp_program()
+    controls: tuple[str, ...] = ("bwrap", "uid", "rlimits")
+    controls += ("seccomp",) if program is not None else ()
+    controls += ("cgroup",) if cgroup is not None else ()
     run = _Run(t_start=t_start, limits=limits)
     code_exit: int | None = None
     try:
         read_fd, write_fd = os.pipe()
         try:
+            seccomp_fd = _filled_pipe(program) if program is not None else None
+            fds = (write_fd,) if seccomp_fd is None else (write_fd, seccomp_fd)
+            command = _bwrap_command(plan, uid, limits, write_fd, seccomp_fd)
             try:
-                proc = _popen(plan, _bwrap_command(plan, uid, limits, write_fd), cgroup, write_fd)
+                proc = _popen(command, cgroup, fds)
             except OSError as exc:
                 raise SandboxUnavailableError(f"cannot start bwrap: {exc}") from exc
             finally:
                 os.close(write_fd)
+                if seccomp_fd is not None:
+                    os.close(seccomp_fd)
             try:
                 _io_loop(proc, read_fd, payload, run)
             finally:
@@ -666,6 +790,16 @@ def run_function(
     finally:
         if cgroup is not None:
             cgroup.destroy()
+
+
+def _filled_pipe(data: bytes) -> int:
+    """Return the read end of a pipe already holding ``data`` (< 64 KiB) and closed for writing."""
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, data)
+    finally:
+        os.close(write_fd)
+    return read_fd
 
 
 def _reported_call_s(run: _Run, limits: SandboxLimits) -> float:
