@@ -35,7 +35,7 @@ CHAT = [
 class Recorder:
     """A starlette app whose single POST route answers with a configurable handler."""
 
-    def __init__(self, handler) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, handler) -> None:
         self.requests: list[dict] = []
         self.handler = handler
 
@@ -53,7 +53,7 @@ class Recorder:
         )
 
 
-def reply_with(response_factory):  # type: ignore[no-untyped-def]
+def reply_with(response_factory):
     async def handler(request: Request) -> Response:
         return response_factory()
 

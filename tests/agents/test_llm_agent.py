@@ -27,6 +27,7 @@ from evaluator.reference.scripted_llm import ScriptedModel, build_scripted_app
 from evaluator.reference.server import build_asgi_app
 from evaluator.runner import run_episode
 from tests.agents.conftest import LOOPBACK
+from tests.agents.toyapp import ToyApp
 
 pytestmark = pytest.mark.usefixtures("toy_apps")
 
@@ -36,7 +37,7 @@ LOOK = '{"action": "look"}'
 class Chain:
     """A scripted model server plus an llm agent served in front of it."""
 
-    def __init__(self, serve, rules: dict, app_id: str, strategy: str,  # type: ignore[no-untyped-def]
+    def __init__(self, serve, rules: dict, app_id: str, strategy: str,
                  protocol: str = "openai-chat") -> None:
         self.upstream = serve(build_scripted_app(ScriptedModel.from_dict(rules)))
         self.app = registry.get_app(app_id)
@@ -51,7 +52,7 @@ class Chain:
     def upstream_requests(self) -> list[dict]:
         return httpx.get(self.upstream.url + "/scripted/requests").json()["requests"]
 
-    def run(self, count: int, seed: int) -> list:  # type: ignore[type-arg]
+    def run(self, count: int, seed: int) -> list:
         return [run_episode(self.app, q, self.client) for q in self.app.generate(count, seed)]
 
 
@@ -92,7 +93,7 @@ def test_each_strategy_sends_its_prompt_upstream(serve, strategy: str) -> None:
     assert all(p in system["content"] for p in present)
     assert not any(a in system["content"] for a in absent)
     if strategy == "few-shot":
-        examples = registry.get_app("toy").few_shot_examples()
+        examples = ToyApp().few_shot_examples()
         assert chat[: 2 * len(examples)] == [
             message
             for number, (question, answer) in enumerate(examples, start=1)

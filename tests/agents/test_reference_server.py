@@ -23,7 +23,7 @@ from tests.agents.conftest import LOOPBACK
 pytestmark = pytest.mark.usefixtures("toy_apps")
 
 
-def served_client(serve, agent: ReferenceAgent, protocol: str):  # type: ignore[no-untyped-def]
+def served_client(serve, agent: ReferenceAgent, protocol: str):
     server = serve(build_asgi_app(agent, protocol))
     return make_client(protocol, server.url, allowed_networks=LOOPBACK, timeout_s=10)
 
@@ -124,7 +124,7 @@ def test_oversized_request_is_refused(serve, monkeypatch) -> None:
 
 def test_a_crashing_agent_answers_500_and_the_server_keeps_serving(serve) -> None:
     class Flaky(NullAgent):
-        def reply(self, messages, episode_id):  # type: ignore[no-untyped-def]
+        def reply(self, messages, episode_id):
             if "crash" in messages[-1]["content"]:
                 raise RuntimeError("boom")
             return super().reply(messages, episode_id)
