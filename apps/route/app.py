@@ -29,7 +29,7 @@ from evaluator.app import App, EmulatorError, Episode, ResetNeededError
 from evaluator.types import JSON, Query, StepResult, Verdict
 
 from apps.route import agents
-from apps.route.faults import LEVEL_LABELS, sample_ground_truth, with_prefix
+from apps.route.faults import LEVEL_LABELS, level_of, sample_ground_truth, with_prefix
 from apps.route.network import RouteNetwork
 from apps.route.probe import PingallResult
 from apps.route.sandbox import (
@@ -359,7 +359,7 @@ class RouteApp(App):
                     app_version=self.version,
                     seed=seed,
                     index=index,
-                    level=len(labels) if level is None else level,
+                    level=level_of(labels),
                     labels=labels,
                     prompt=prompt,
                     ground_truth=truth,

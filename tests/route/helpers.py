@@ -1,0 +1,86 @@
+"""Shared helpers of the route tests: capability checks and in-process agents."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from evaluator.agents.base import AgentClient, AgentReply
+from evaluator.types import JSON
+from tests.conftest import require, require_root, require_tool
+
+
+def require_emulator() -> None:
+    """Skip locally / fail under CI unless root, Mininet, bwrap and nsenter are present."""
+    require_root()
+    require_tool("mnexec")
+    require_tool("bwrap")
+    require_tool("nsenter")
+    require(
+        Path("/usr/lib/python3/dist-packages/mininet/net.py").exists(),
+        "Debian's python3-mininet package (apt mininet) is not installed",
+    )
+
+
+class FunctionClient(AgentClient):
+    """In-process agent whose reply is ``reply(messages)`` (the HTTP path is tested elsewhere)."""
+
+    def __init__(self, reply: Callable[[list[JSON]], str]) -> None:
+        self.reply = reply
+        self.calls = 0
+
+    def complete(self, messages: list[JSON], *, episode_id: str) -> AgentReply:
+        self.calls += 1
+        return AgentReply(text=self.reply(messages), latency_s=0.0)
+
+
+class ScriptClient(AgentClient):
+    """In-process agent replying with a fixed list of texts, then ``{"done": true}``."""
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = list(replies)
+
+    def complete(self, messages: list[JSON], *, episode_id: str) -> AgentReply:
+        text = self.replies.pop(0) if self.replies else '{"done": true}'
+        return AgentReply(text=text, latency_s=0.0)
+
+
+def host_footprint() -> dict[str, object]:
+    """What an episode could leak on the host, as comparable values.
+
+    Interfaces/bridges/veths carrying an episode prefix, Mininet node shells, network
+    namespaces held by processes, prefix lock files, this process's open descriptors (a probe
+    socket would pin a namespace) and root-namespace iptables rules.
+    """
+    prefixed = re.compile(r"^n[0-9a-z]{3}_")
+    interfaces = sorted(os.listdir("/sys/class/net"))
+    ours = [i for i in interfaces if prefixed.match(i)]
+    bridges = [i for i in ours if os.path.isdir(f"/sys/class/net/{i}/bridge")]
+    namespaces: set[str] = set()
+    shells = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            if b"mininet:n" in cmdline:
+                shells.append(entry)
+                namespaces.add(os.readlink(f"/proc/{entry}/ns/net"))
+        except OSError:
+            continue
+    rules = subprocess.run(["iptables-save"], capture_output=True, text=True, check=False)
+    lock_dir = Path("/run/netarena-route")
+    locks = sorted(p.name for p in lock_dir.glob("*.lock")) if lock_dir.is_dir() else []
+    return {
+        "interfaces": ours,
+        "bridges": bridges,
+        "mininet_shells": shells,
+        "mininet_namespaces": sorted(namespaces),
+        "locks": locks,
+        "open_fds": len(os.listdir("/proc/self/fd")),
+        "iptables_rules": sorted(x for x in rules.stdout.splitlines() if x.startswith("-A")),
+        "all_interfaces": interfaces,
+    }
