@@ -25,7 +25,7 @@ def _hierarchy_lines() -> str:
     lines = []
     for source, relation, target in sorted(ALLOWED_RELATIONS):
         verb = "contains" if relation == "RK_CONTAINS" else "controls"
-        lines.append(f"- {source} {verb} {target}  (edge type {relation})")
+        lines.append(f"  - {source} {verb} {target} (edge type {relation})")
     return "\n".join(lines)
 
 

@@ -143,6 +143,10 @@ def operands() -> Operands:
     return Operands(load_graph())
 
 
+def _lower(sentence: str) -> str:
+    return sentence[:1].lower() + sentence[1:]
+
+
 def _gbps(bps: int) -> str:
     return f"{bps} bit/s ({bps // 1_000_000_000} Gbit/s)"
 
@@ -274,7 +278,7 @@ def _sequence(first: str, then: str) -> Callable[..., tuple[str, list[Op]]]:
         if then == "count" and rng.random() < 0.3 and ops.parents(parent):
             parent = rng.choice(ops.parents(parent))  # ask one level higher up
         question_op, question = _question(then, parent, ops, rng)
-        return f"{sentence} Then, in the updated topology: {question}", [op, question_op]
+        return f"{sentence} Then, in the updated topology, {_lower(question)}", [op, question_op]
 
     return make
 
@@ -304,7 +308,7 @@ def _if_else(ops: Operands, rng: random.Random) -> tuple[str, list[Op]]:
         f"If the total capacity of the packet switch `{switch}` is at least {_gbps(threshold)}, "
         f"remove its port `{victim}`; otherwise add a new port named `{name}` (node id "
         f"`EK_PORT:{name}`) with physical_capacity_bps {_gbps(capacity)} to it. "
-        f"Then, in the updated topology: {final_sentence}"
+        f"Then, in the updated topology, {_lower(final_sentence)}"
     )
     return question, program
 
@@ -327,8 +331,8 @@ def _for_loop(ops: Operands, rng: random.Random) -> tuple[str, list[Op]]:
         question = (
             f"For each packet switch that is a direct child of `{block}`, add one new port named "
             f"`<switch name>.p{number}` (for example `{example}`) "
-            f"with physical_capacity_bps {_gbps(capacity)}. Then, in the updated topology: "
-            f"{final_sentence}"
+            f"with physical_capacity_bps {_gbps(capacity)}. Then, in the updated topology, "
+            f"{_lower(final_sentence)}"
         )
         items = {"children_of": block, "kind": "EK_PACKET_SWITCH"}
         return question, [{"op": "for_each", "items": items, "body": body}, final_op]
@@ -340,7 +344,7 @@ def _for_loop(ops: Operands, rng: random.Random) -> tuple[str, list[Op]]:
     final_op, final_sentence = _question(rng.choice(("capacity", "rank")), switch, ops, rng)
     question = (
         f"For each of the ports {listed}, set physical_capacity_bps to {_gbps(capacity)}. "
-        f"Then, in the updated topology: {final_sentence}"
+        f"Then, in the updated topology, {_lower(final_sentence)}"
     )
     return question, [{"op": "for_each", "items": {"nodes": sorted(ports)}, "body": body}, final_op]
 
@@ -369,7 +373,7 @@ def _for_loop_if_else(ops: Operands, rng: random.Random) -> tuple[str, list[Op]]
         f"For each packet switch that is a direct child of `{block}`: if its switch_loc stage is "
         f"{stage}, add one new port named `<switch name>.p17` with physical_capacity_bps "
         f"{_gbps(capacity)}; otherwise remove its port `<switch name>.p16`. Then, in the updated "
-        f"topology: {final_sentence}"
+        f"topology, {_lower(final_sentence)}"
     )
     items = {"children_of": block, "kind": "EK_PACKET_SWITCH"}
     return question, [{"op": "for_each", "items": items, "body": body}, final_op]
