@@ -559,6 +559,8 @@ def _io_loop(proc: subprocess.Popen[bytes], channel_fd: int, payload: bytes, run
                 if fd == stdin_fd:
                     try:
                         pending = pending[os.write(fd, pending[: 1 << 16]) :]
+                    except BlockingIOError:
+                        continue
                     except BrokenPipeError:
                         pending = pending[len(pending) :]
                     if not pending:
@@ -750,6 +752,9 @@ def run_function(
                     os.close(seccomp_fd)
             try:
                 _io_loop(proc, read_fd, payload, run)
+            except BaseException:
+                run.killed_for = run.killed_for or "error"  # never leave a sandbox running
+                raise
             finally:
                 if run.killed_for is not None:
                     _kill(proc, cgroup)
