@@ -173,9 +173,9 @@ class GuardedHttpClient(AgentClient):
                 time.sleep(delay)
         try:
             data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # RecursionError: absurdly nested arrays
             raise AgentError(
-                "bad_response", f"agent response is not JSON: {excerpt(raw)}"
+                "bad_response", f"agent response is not usable JSON: {excerpt(raw)}"
             ) from None
         text = self.parse_reply(data)
         return AgentReply(text=text, latency_s=time.perf_counter() - started)

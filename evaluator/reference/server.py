@@ -59,7 +59,7 @@ async def _read_json(request: Request) -> Any:
             raise _BadRequestError(413, f"request body larger than {MAX_REQUEST_BYTES} bytes")
     try:
         return json.loads(bytes(body))
-    except ValueError:
+    except (ValueError, RecursionError):
         raise _BadRequestError(400, "request body is not JSON") from None
 
 

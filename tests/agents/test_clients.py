@@ -233,11 +233,12 @@ def test_http_errors_are_final_and_quote_the_body(serve, status: int) -> None:
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        (b"<html>not json</html>", "not JSON"),
-        (b"\xff\xfe\x00garbage", "not JSON"),
+        (b"<html>not json</html>", "not usable JSON"),
+        (b"\xff\xfe\x00garbage", "not usable JSON"),
         (b'{"answer": "x"}', "'text'"),
         (b'{"text": 42}', "'text'"),
         (b"[1, 2]", "JSON object"),
+        (b"[" * 500_000, "not usable JSON"),  # nesting deeper than the parser's recursion
     ],
 )
 def test_bad_http_json_bodies_are_bad_responses(serve, body: bytes, expected: str) -> None:

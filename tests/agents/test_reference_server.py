@@ -98,6 +98,7 @@ def test_oracle_needs_a_vault_and_the_episode_header(serve, tmp_path) -> None:
     ("protocol", "path", "body", "status", "fragment"),
     [
         ("http-json", "/", b"not json", 400, "not JSON"),
+        ("http-json", "/", b"[" * 500_000, 400, "not JSON"),
         ("http-json", "/", b'{"history": []}', 400, "'prompt'"),
         ("http-json", "/", b'{"prompt": "p", "history": [{"role": "boss"}]}', 400, "role"),
         ("http-json", "/", b'{"prompt": "p", "history": "x"}', 400, "list"),
