@@ -668,3 +668,21 @@ def test_namespaces_mounts_and_ptrace_are_refused_but_processes_work() -> None:
     assert value["unshare_user"] == value["unshare_net"] == value["mount"] == 1  # EPERM
     assert value["ptrace"] == 1
     assert value["subprocess"] == "hi\n"
+
+
+def test_slow_preamble_is_a_setup_timeout() -> None:
+    limits = SandboxLimits(setup_timeout_s=1.0)
+    with pytest.raises(SandboxSetupError, match="setup_timeout_s"):
+        run("def f(x):\n    return 1\n", limits=limits, preamble="import time\ntime.sleep(30)")
+
+
+def test_bwrap_start_failure_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evaluator.sandbox import SandboxUnavailableError
+
+    plan = sandbox._plan()
+    broken = sandbox._Plan(plan.bwrap, plan.setpriv, plan.python, ("/nonexistent-netarena-dir",))
+    monkeypatch.setattr(sandbox, "_plan", lambda: broken)
+    with pytest.raises(SandboxUnavailableError, match="did not start"):
+        run("def f(x):\n    return 1\n")
+    result = run("def f(x):\n    return 1\n", raise_unavailable=False)
+    assert result.failure == "sandbox_unavailable" and "nonexistent" in result.error
