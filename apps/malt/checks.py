@@ -47,11 +47,44 @@ class NormalizedGraph:
 
     @classmethod
     def from_view(cls, view: TopologyView) -> NormalizedGraph:
-        """Wrap the current state of a view (shares the attribute dicts; O(graph))."""
-        return cls(
-            nodes=dict(view.nodes()),
-            edges={(s, t): a for s, t, a in view.edges()},
-        )
+        """The current state of a view (shares attribute dicts with the base; read-only).
+
+        The base graph's dicts are built once per base graph and copied (C-level dict copy);
+        only the view's changes are applied on top, so this costs O(graph) memcpy plus
+        O(changes) Python work.
+        """
+        base_nodes, base_edges = _base_dicts(view.base)
+        nodes = dict(base_nodes)
+        edges = dict(base_edges)
+        base = view.base
+        for node in view.removed:
+            del nodes[node]
+            for target in base.successors(node):
+                edges.pop((node, target), None)
+            for source in base.predecessors(node):
+                edges.pop((source, node), None)
+        nodes.update(view.added_nodes)
+        nodes.update(view.replaced_attrs)
+        for (source, target), attrs in view.added_edges.items():
+            if source in nodes and target in nodes:
+                edges[(source, target)] = attrs
+        return cls(nodes=nodes, edges=edges)
+
+
+_BASE_CACHE: dict[int, tuple[Any, dict[Hashable, Any], dict[tuple[Hashable, Hashable], Any]]] = {}
+
+
+def _base_dicts(
+    base: Any,
+) -> tuple[dict[Hashable, Any], dict[tuple[Hashable, Hashable], Any]]:
+    """Node and edge dicts of a (never mutated) base graph, cached per graph object."""
+    cached = _BASE_CACHE.get(id(base))
+    if cached is None or cached[0] is not base:
+        nodes = dict(base.nodes(data=True))
+        edges = {(s, t): a for s, t, a in base.edges(data=True)}
+        cached = (base, nodes, edges)
+        _BASE_CACHE[id(base)] = cached
+    return cached[1], cached[2]
 
 
 def _hashable(value: Any) -> Hashable:
@@ -224,13 +257,12 @@ def check_safety(graph: NormalizedGraph) -> SafetyReport:
             stage = loc.get("stage") if isinstance(loc, dict) else None
             if stage is None or not _is_int(stage) or stage < 1:
                 report.add("required_attribute", f"switch {node!r} has switch_loc {loc!r}")
-    touched: set[Hashable] = set()
+    touched: set[Hashable] = {source for source, _ in graph.edges}
+    touched.update(target for _, target in graph.edges)
     port_parents: dict[Hashable, int] = {}
     switches_with_ports: set[Hashable] = set()
     relation_kinds = frozenset(RELATION_KINDS)
     for (source, target), attrs in graph.edges.items():
-        touched.add(source)
-        touched.add(target)
         relation = attrs.get("type")
         if type(relation) is not str or relation not in relation_kinds:
             report.add("edge_type", f"{source!r}->{target!r} has type {relation!r}")
@@ -287,6 +319,13 @@ def compare_graphs(actual: NormalizedGraph, expected: NormalizedGraph) -> Compar
     Node attribute dicts must be equal (same keys, equal values; ``1e9 == 1000000000``), so
     extra or missing attributes count. Edges are compared with their attributes (``type``).
     """
+    if (
+        actual.directed
+        and not actual.multigraph
+        and actual.nodes == expected.nodes
+        and actual.edges == expected.edges
+    ):
+        return Comparison(True)  # C-level dict equality: the common, correct case is fast
     diff: dict[str, Any] = {}
     if not actual.directed or actual.multigraph:
         diff["shape"] = "the returned graph is not a directed simple graph"
