@@ -19,6 +19,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -81,33 +82,52 @@ def main() -> None:
     rows: list[tuple[str, float, float]] = []
 
     guard = OutboundGuard(LOOPBACK_NETWORKS)
-    rows.append(("guard check_url", *median_ms(lambda: guard.check_url("http://127.0.0.1:1/"),
-                                               options.calls * 10)))
+    rows.append(
+        (
+            "guard check_url",
+            *median_ms(lambda: guard.check_url("http://127.0.0.1:1/"), options.calls * 10),
+        )
+    )
     null_server = serve_in_thread(build_asgi_app(NullAgent(app), "http-json"))
     chat_server = serve_in_thread(build_asgi_app(NullAgent(app), "openai-chat"))
     body = {"prompt": CHAT[-1]["content"], "history": CHAT[:-1], "episode_id": "bench-0001"}
     with httpx.Client() as raw:
-        rows.append(("raw httpx (baseline)",
-                     *median_ms(lambda: raw.post(null_server.url, json=body).json(),
-                                options.calls)))
+        rows.append(
+            (
+                "raw httpx (baseline)",
+                *median_ms(lambda: raw.post(null_server.url, json=body).json(), options.calls),
+            )
+        )
     for protocol, server in (("http-json", null_server), ("openai-chat", chat_server)):
         client = make_client(protocol, server.url, allowed_networks=LOOPBACK_NETWORKS)
-        rows.append((f"{protocol} client",
-                     *median_ms(lambda c=client: c.complete(CHAT, episode_id="bench-0001"),
-                                options.calls)))
+        rows.append(
+            (
+                f"{protocol} client",
+                *median_ms(partial(client.complete, CHAT, episode_id="bench-0001"), options.calls),
+            )
+        )
         client.close()
 
-    rules = {"rules": [{"match": {"system": "Thought:"},
-                        "reply": 'Thought: check the routes.\nAction: {"machine": "r0", '
-                                 '"command": "ip route show"}'}]}
+    rules = {
+        "rules": [
+            {
+                "match": {"system": "Thought:"},
+                "reply": 'Thought: check the routes.\nAction: {"machine": "r0", '
+                '"command": "ip route show"}',
+            }
+        ]
+    }
     upstream = serve_in_thread(build_scripted_app(ScriptedModel.from_dict(rules)))
     agent: LlmAgent = make_llm_agent(app, upstream_url=upstream.url, strategy="react")
     llm_server = serve_in_thread(build_asgi_app(agent, "openai-chat"))
     client = make_client("openai-chat", llm_server.url, allowed_networks=LOOPBACK_NETWORKS)
     assert client.complete(CHAT, episode_id="bench-0001").text.startswith('{"machine": "r0"')
-    rows.append(("llm chain (2 hops, react)",
-                 *median_ms(lambda: client.complete(CHAT, episode_id="bench-0001"),
-                            options.calls)))
+    rows.append(
+        (
+            "llm chain (2 hops, react)",
+            *median_ms(lambda: client.complete(CHAT, episode_id="bench-0001"), options.calls),
+        )
+    )
     for server in (null_server, chat_server, upstream, llm_server):
         server.stop()
 

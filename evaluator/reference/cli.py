@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the serve options to ``parser`` (argparse or a Django command's parser)."""
     parser.add_argument("--agent", required=True, choices=AGENT_NAMES, help="reference agent")
     parser.add_argument(
-        "--app", required=True,
+        "--app",
+        required=True,
         help="app id (malt, route, k8s) or module:Class of an unregistered App subclass",
     )
     parser.add_argument("--protocol", required=True, choices=PROTOCOLS, help="wire protocol")
@@ -43,15 +44,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--strategy", default="zero-shot", choices=STRATEGIES, help="prompting strategy (llm)"
     )
     parser.add_argument(
-        "--temperature", type=float, default=0.0,
+        "--temperature",
+        type=float,
+        default=0.0,
         help="upstream sampling temperature (llm; default 0)",
     )
     parser.add_argument(
-        "--upstream-timeout-s", type=float, default=120.0,
+        "--upstream-timeout-s",
+        type=float,
+        default=120.0,
         help="deadline of one upstream call in seconds (llm; default 120)",
     )
     parser.add_argument(
-        "--allow-network", action="append", default=None, metavar="CIDR",
+        "--allow-network",
+        action="append",
+        default=None,
+        metavar="CIDR",
         help="non-public network the upstream may be in (repeatable; default loopback)",
     )
     parser.add_argument(
@@ -103,8 +111,13 @@ def run(options: Any, write_line: Callable[[str], None] = _print_line) -> None:
             f"serving {agent.name} agent for {agent.app.app_id} ({options.protocol}) at {url}"
         )
 
-    serve(asgi_app, host=options.host, port=options.port, log_level=options.log_level,
-          on_listen=announce)
+    serve(
+        asgi_app,
+        host=options.host,
+        port=options.port,
+        log_level=options.log_level,
+        on_listen=announce,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

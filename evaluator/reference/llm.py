@@ -146,6 +146,7 @@ def system_prompt(strategy: str, reply_format: str, *, multi_turn: bool) -> str:
 
 def _trim_conversation(conversation: list[JSON], budget_chars: int) -> list[JSON]:
     """Drop the oldest (assistant, user) pairs after the task message until under budget."""
+
     def size(messages: list[JSON]) -> int:
         return sum(len(str(m.get("content", ""))) for m in messages)
 
@@ -226,8 +227,11 @@ def _fenced_blocks(text: str) -> list[tuple[str, str]]:
 def _shape_python(text: str) -> str:
     blocks = _fenced_blocks(text)
     code = None
-    for wanted in (lambda t, c: "def process_graph" in c, lambda t, c: "def " in c,
-                   lambda t, c: t in ("python", "py", "python3")):
+    for wanted in (
+        lambda t, c: "def process_graph" in c,
+        lambda t, c: "def " in c,
+        lambda t, c: t in ("python", "py", "python3"),
+    ):
         code = next((c for t, c in blocks if wanted(t, c)), None)
         if code is not None:
             break
@@ -320,9 +324,7 @@ class LlmAgent(ReferenceAgent):
     ) -> None:
         super().__init__(app)
         if strategy not in STRATEGIES:
-            raise AgentConfigError(
-                f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}"
-            )
+            raise AgentConfigError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
         self.strategy = strategy
         self.upstream = upstream
         self.reply_format = reply_format_for(app)
@@ -365,7 +367,8 @@ class LlmAgent(ReferenceAgent):
         """Agent, app, strategy, reply format and the upstream description (no secrets)."""
         info = super().describe()
         info.update(
-            strategy=self.strategy, reply_format=self.reply_format,
+            strategy=self.strategy,
+            reply_format=self.reply_format,
             upstream=self.upstream.describe(),
         )
         return info

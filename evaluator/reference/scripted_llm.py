@@ -1,18 +1,18 @@
-"""A scripted, deterministic OpenAI-compatible model server (for tests, demos, benchmarks).
+r"""A scripted, deterministic OpenAI-compatible model server (for tests, demos, benchmarks).
 
 It speaks ``POST /v1/chat/completions`` like vLLM or Ollama, but its "model" is a list of
 rules read from JSON, so a test of the LLM agent can check, over real HTTP, what each prompting
 strategy sends upstream and how the model's prose is turned into the app's reply format.
 
-Rules file::
+Rules file (JSON, so regex backslashes are doubled)::
 
     {"model": "scripted-1",
      "rules": [
         {"name": "cot-answer",
          "match": {"system": "step by step", "last_user": "word: (\\w+)"},
-         "reply": "The task wants the word.\\nFinal Answer: \\1"},
+         "reply": "The task wants the word.\nFinal Answer: \\1"},
         {"name": "react", "match": {"system": "Thought:"},
-         "replies": ["Thought: inspect first.\\nAction: look", "Thought: done.\\nAction: stop"]},
+         "replies": ["Thought: inspect first.\nAction: look", "Thought: done.\nAction: stop"]},
         {"name": "fail", "match": {"any": "make me fail"}, "status": 500}
      ],
      "default": "I do not know."}
@@ -20,11 +20,11 @@ Rules file::
 A rule matches when every regular expression in ``match`` is found (``re.search``, multiline,
 dot-all) in its field: ``system`` (system messages joined), ``last_user`` (the newest user
 message), ``any`` (all messages joined) or ``model`` (the requested model name). The first
-matching rule answers; a rule without ``match`` always matches. ``reply`` is a template in which
-``\\1``, ``\\g<name>`` refer to groups of the ``last_user`` pattern (else of the first
-pattern); ``replies`` is a list picked by the number of assistant messages in the request
-(turn 0, 1, ...; the last one repeats), which keeps the server stateless. ``status`` answers
-with that HTTP error instead, ``delay_s`` sleeps first.
+matching rule answers; a rule without ``match`` always matches; no match gives ``default``.
+``reply`` is a template in which ``\1`` or ``\g<name>`` refer to groups of the ``last_user``
+pattern (else of the first pattern); ``replies`` is a list picked by the number of assistant
+messages in the request (turn 0, 1, ...; the last one repeats), which keeps the server
+stateless. ``status`` answers with that HTTP error instead, ``delay_s`` sleeps first.
 
 Every request is recorded (bounded): ``GET /scripted/requests`` returns them, ``DELETE`` clears.
 Run with ``python -m evaluator.reference.scripted_llm --rules FILE --port P``.

@@ -182,9 +182,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
     Raises:
         OSError: the address is in use or cannot be bound.
     """
-    family, kind, proto, _canon, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM
-    )[0]
+    family, kind, proto, _canon, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[
+        0
+    ]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(address)

@@ -25,7 +25,11 @@ URL_RE = re.compile(r"at (http://127\.0\.0\.1:\d+)")
 
 def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [PYTHON, *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [PYTHON, *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, **(env or {})},
     )
 
@@ -56,8 +60,14 @@ def announced_url(process: subprocess.Popen[str]) -> str:
 
 
 SERVE_HEURISTIC = [
-    "--agent", "heuristic", "--app", "tests.agents.toyapp:ToyApp", "--protocol", "http-json",
-    "--port", "0",
+    "--agent",
+    "heuristic",
+    "--app",
+    "tests.agents.toyapp:ToyApp",
+    "--protocol",
+    "http-json",
+    "--port",
+    "0",
 ]
 
 
@@ -66,8 +76,11 @@ def test_python_module_entry_point_serves_an_agent(processes) -> None:
     processes.append(process)
     url = announced_url(process)
     client = make_client("http-json", url, allowed_networks=LOOPBACK, timeout_s=10)
-    chat = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "{}"},
-            {"role": "user", "content": "The secret word is wren."}]
+    chat = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "{}"},
+        {"role": "user", "content": "The secret word is wren."},
+    ]
     reply = client.complete(chat, episode_id="tok-12345678")
     assert json.loads(reply.text) == {"action": "say", "word": "wren"}
 
@@ -87,8 +100,17 @@ def test_manage_py_command_serves_without_a_database(processes, tmp_path) -> Non
 
 @pytest.mark.parametrize("entry", [["-m", "evaluator.reference"], ["manage.py", "serve_agent"]])
 def test_entry_points_refuse_bad_configurations_clearly(entry: list[str]) -> None:
-    args = [*entry, "--agent", "heuristic", "--app", "tests.agents.toyapp:ToyCodeApp",
-            "--protocol", "openai-chat", "--port", "0"]
+    args = [
+        *entry,
+        "--agent",
+        "heuristic",
+        "--app",
+        "tests.agents.toyapp:ToyCodeApp",
+        "--protocol",
+        "openai-chat",
+        "--port",
+        "0",
+    ]
     result = subprocess.run([PYTHON, *args], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "no heuristic operator" in result.stderr
@@ -97,8 +119,9 @@ def test_entry_points_refuse_bad_configurations_clearly(entry: list[str]) -> Non
 def test_scripted_model_entry_point(processes, tmp_path) -> None:
     rules = tmp_path / "rules.json"
     rules.write_text(json.dumps({"model": "m", "default": "pong"}))
-    process = start(["-m", "evaluator.reference.scripted_llm", "--rules", str(rules),
-                     "--port", "0"])
+    process = start(
+        ["-m", "evaluator.reference.scripted_llm", "--rules", str(rules), "--port", "0"]
+    )
     processes.append(process)
     url = announced_url(process)
     client = make_client("openai-chat", url, allowed_networks=LOOPBACK, timeout_s=10)

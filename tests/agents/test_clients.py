@@ -83,7 +83,10 @@ def test_openai_chat_request_shape_and_reply(serve, suffix: str) -> None:
     recorder = Recorder(reply_with(lambda: JSONResponse(completion)))
     server = serve(recorder.app)
     client = make_client(
-        "openai-chat", server.url + suffix, model="m-7b", api_key="sk-secret",
+        "openai-chat",
+        server.url + suffix,
+        model="m-7b",
+        api_key="sk-secret",
         allowed_networks=LOOPBACK,
     )
     assert client.complete(CHAT, episode_id="tok-abcdefgh").text == "hello"
@@ -184,7 +187,9 @@ def test_dropped_connections_are_retried_then_fail_as_transport(raw_server, mode
 
 def test_connection_refused_is_retried() -> None:
     client = HttpJsonClient(
-        f"http://127.0.0.1:{free_port()}/", max_retries=3, backoff_s=0.01,
+        f"http://127.0.0.1:{free_port()}/",
+        max_retries=3,
+        backoff_s=0.01,
         allowed_networks=LOOPBACK,
     )
     with pytest.raises(AgentError) as info:
@@ -254,8 +259,12 @@ def test_bad_http_json_bodies_are_bad_responses(serve, body: bytes, expected: st
 
 @pytest.mark.parametrize(
     "payload",
-    [{"choices": []}, {"choices": [{"message": {"content": None}}]}, {"error": "quota"},
-     {"choices": [{"message": {"content": 7}}]}],
+    [
+        {"choices": []},
+        {"choices": [{"message": {"content": None}}]},
+        {"error": "quota"},
+        {"choices": [{"message": {"content": 7}}]},
+    ],
 )
 def test_bad_chat_completions_are_bad_responses(serve, payload: dict) -> None:
     server = serve(Recorder(reply_with(lambda: JSONResponse(payload))).app)

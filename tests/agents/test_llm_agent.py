@@ -37,14 +37,20 @@ LOOK = '{"action": "look"}'
 class Chain:
     """A scripted model server plus an llm agent served in front of it."""
 
-    def __init__(self, serve, rules: dict, app_id: str, strategy: str,
-                 protocol: str = "openai-chat") -> None:
+    def __init__(
+        self, serve, rules: dict, app_id: str, strategy: str, protocol: str = "openai-chat"
+    ) -> None:
         self.upstream = serve(build_scripted_app(ScriptedModel.from_dict(rules)))
         self.app = registry.get_app(app_id)
         self.agent = make_agent(
-            "llm", self.app,
-            llm_options={"upstream_url": self.upstream.url, "model": "scripted-7b",
-                         "api_key_env": "SCRIPTED_KEY", "strategy": strategy},
+            "llm",
+            self.app,
+            llm_options={
+                "upstream_url": self.upstream.url,
+                "model": "scripted-7b",
+                "api_key_env": "SCRIPTED_KEY",
+                "strategy": strategy,
+            },
         )
         server = serve(build_asgi_app(self.agent, protocol))
         self.client = make_client(protocol, server.url, allowed_networks=LOOPBACK, timeout_s=10)
@@ -111,11 +117,17 @@ def test_each_strategy_sends_its_prompt_upstream(serve, strategy: str) -> None:
 
 REACT_RULES = {
     "rules": [
-        {"name": "say", "match": {"system": "Thought:", "last_user": r"secret word is (\w+)\."},
-         "reply": 'Thought: the observation names it.\nAction: {"action": "say", "word": "\\1"}'},
-        {"name": "look", "match": {"system": "Thought:"},
-         "reply": "Thought: I cannot see the word yet, inspect first.\n"
-                  'Action:\n```json\n{"action": "look"}\n```\nI will wait for the result.'},
+        {
+            "name": "say",
+            "match": {"system": "Thought:", "last_user": r"secret word is (\w+)\."},
+            "reply": 'Thought: the observation names it.\nAction: {"action": "say", "word": "\\1"}',
+        },
+        {
+            "name": "look",
+            "match": {"system": "Thought:"},
+            "reply": "Thought: I cannot see the word yet, inspect first.\n"
+            'Action:\n```json\n{"action": "look"}\n```\nI will wait for the result.',
+        },
     ],
     "default": "no idea",
 }
@@ -143,15 +155,24 @@ def test_without_the_react_prompt_the_same_model_fails(serve) -> None:
 
 CODE_RULES = {
     "rules": [
-        {"name": "cot", "match": {"system": "step by step", "last_user": r"number (\d+)\."},
-         "reply": "The function only has to return \\1.\nFinal Answer:\n```python\n"
-                  "def answer():\n    return \\1\n```\nThat is all."},
-        {"name": "react", "match": {"system": "one reply", "last_user": r"number (\d+)\."},
-         "reply": "Thought: no data needed.\nThought: return the literal \\1.\n"
-                  "Final Answer: ```python\ndef answer():\n    return \\1\n```"},
-        {"name": "plain", "match": {"last_user": r"number (\d+)\."},
-         "reply": "<think>maybe\n```python\ndef answer():\n    return 0\n```</think>"
-                  "Here you go:\n```python\ndef answer():\n    return \\1\n```"},
+        {
+            "name": "cot",
+            "match": {"system": "step by step", "last_user": r"number (\d+)\."},
+            "reply": "The function only has to return \\1.\nFinal Answer:\n```python\n"
+            "def answer():\n    return \\1\n```\nThat is all.",
+        },
+        {
+            "name": "react",
+            "match": {"system": "one reply", "last_user": r"number (\d+)\."},
+            "reply": "Thought: no data needed.\nThought: return the literal \\1.\n"
+            "Final Answer: ```python\ndef answer():\n    return \\1\n```",
+        },
+        {
+            "name": "plain",
+            "match": {"last_user": r"number (\d+)\."},
+            "reply": "<think>maybe\n```python\ndef answer():\n    return 0\n```</think>"
+            "Here you go:\n```python\ndef answer():\n    return \\1\n```",
+        },
     ],
 }
 
@@ -196,23 +217,51 @@ def test_llm_agent_configuration_errors(monkeypatch) -> None:
 @pytest.mark.parametrize(
     ("raw", "fmt", "strategy", "expected"),
     [
-        ('Sure!\n```json\n{"machine": "r0", "command": "ip route"}\n```', "json", "zero-shot",
-         '{"machine": "r0", "command": "ip route"}'),
-        ('Thought: {"draft": 1}\nAction: {"machine": "h1",\n "command": "ip a"}', "json", "react",
-         '{"machine": "h1", "command": "ip a"}'),
+        (
+            'Sure!\n```json\n{"machine": "r0", "command": "ip route"}\n```',
+            "json",
+            "zero-shot",
+            '{"machine": "r0", "command": "ip route"}',
+        ),
+        (
+            'Thought: {"draft": 1}\nAction: {"machine": "h1",\n "command": "ip a"}',
+            "json",
+            "react",
+            '{"machine": "h1", "command": "ip a"}',
+        ),
         ("no json here", "json", "zero-shot", "no json here"),
-        ("Use this:\n```bash\nkubectl get networkpolicy -n shop\n```", "command", "zero-shot",
-         "```\nkubectl get networkpolicy -n shop\n```"),
+        (
+            "Use this:\n```bash\nkubectl get networkpolicy -n shop\n```",
+            "command",
+            "zero-shot",
+            "```\nkubectl get networkpolicy -n shop\n```",
+        ),
         ("Final Answer: `kubectl get pods`", "command", "cot", "```\nkubectl get pods\n```"),
-        ("```kubectl describe netpol cart```", "command", "zero-shot",
-         "```\nkubectl describe netpol cart\n```"),
+        (
+            "```kubectl describe netpol cart```",
+            "command",
+            "zero-shot",
+            "```\nkubectl describe netpol cart\n```",
+        ),
         ("```\n$ kubectl get svc\n```", "command", "zero-shot", "```\nkubectl get svc\n```"),
-        ("steps...\n**Final Answer:**\n```python\ndef process_graph(g):\n    return g\n```",
-         "python", "cot", "```python\ndef process_graph(g):\n    return g\n```"),
-        ("```\nhelper = 1\n```\n```py\ndef process_graph(g):\n    return g\n```", "python",
-         "zero-shot", "```python\ndef process_graph(g):\n    return g\n```"),
-        ("def process_graph(g):\n    return g", "python", "zero-shot",
-         "```python\ndef process_graph(g):\n    return g\n```"),
+        (
+            "steps...\n**Final Answer:**\n```python\ndef process_graph(g):\n    return g\n```",
+            "python",
+            "cot",
+            "```python\ndef process_graph(g):\n    return g\n```",
+        ),
+        (
+            "```\nhelper = 1\n```\n```py\ndef process_graph(g):\n    return g\n```",
+            "python",
+            "zero-shot",
+            "```python\ndef process_graph(g):\n    return g\n```",
+        ),
+        (
+            "def process_graph(g):\n    return g",
+            "python",
+            "zero-shot",
+            "```python\ndef process_graph(g):\n    return g\n```",
+        ),
         ("<think>long musing</think>  final text  ", "text", "zero-shot", "final text"),
         ("Thought: a\nAction: look\nThought: b\nAction: stop", "text", "react", "stop"),
     ],
@@ -227,7 +276,10 @@ def test_long_episodes_are_trimmed_oldest_first_keeping_the_task() -> None:
         conversation.append({"role": "assistant", "content": f"cmd {step}"})
         conversation.append({"role": "user", "content": f"output {step} " + "x" * 10_000})
     messages = upstream_messages(
-        conversation, strategy="zero-shot", reply_format="json", multi_turn=True,
+        conversation,
+        strategy="zero-shot",
+        reply_format="json",
+        multi_turn=True,
         max_context_chars=50_000,
     )
     chat = messages[1:]
@@ -247,8 +299,10 @@ def test_system_prompt_rejects_unknown_names() -> None:
 
 def test_scripted_server_turns_records_and_errors(serve) -> None:
     model = ScriptedModel.from_dict(
-        {"rules": [{"name": "turns", "match": {"model": "^t$"}, "replies": ["one", "two"]}],
-         "default": "fallback"}
+        {
+            "rules": [{"name": "turns", "match": {"model": "^t$"}, "replies": ["one", "two"]}],
+            "default": "fallback",
+        }
     )
     server = serve(build_scripted_app(model))
     url = server.url + "/v1/chat/completions"

@@ -102,8 +102,13 @@ def test_oracle_needs_a_vault_and_the_episode_header(serve, tmp_path) -> None:
         ("http-json", "/", b'{"history": []}', 400, "'prompt'"),
         ("http-json", "/", b'{"prompt": "p", "history": [{"role": "boss"}]}', 400, "role"),
         ("http-json", "/", b'{"prompt": "p", "history": "x"}', 400, "list"),
-        ("openai-chat", "/v1/chat/completions", b'{"messages": [{"role": "user"}]}', 400,
-         "content"),
+        (
+            "openai-chat",
+            "/v1/chat/completions",
+            b'{"messages": [{"role": "user"}]}',
+            400,
+            "content",
+        ),
         ("openai-chat", "/v1/chat/completions", b"[]", 400, "object"),
     ],
 )
@@ -140,7 +145,10 @@ def test_a_crashing_agent_answers_500_and_the_server_keeps_serving(serve) -> Non
 def test_health_endpoint_describes_the_agent(serve) -> None:
     server = serve(build_asgi_app(make_agent("null", registry.get_app("toy")), "openai-chat"))
     assert httpx.get(server.url + "/healthz").json() == {
-        "status": "ok", "protocol": "openai-chat", "agent": "null", "app": "toy",
+        "status": "ok",
+        "protocol": "openai-chat",
+        "agent": "null",
+        "app": "toy",
     }
 
 

@@ -77,11 +77,15 @@ class ToyApp(App):
     def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
         def make(rng: random.Random, seed: int, index: int) -> Query:
             return Query(
-                app_id=self.app_id, app_version=self.version, seed=seed, index=index, level=1,
+                app_id=self.app_id,
+                app_version=self.version,
+                seed=seed,
+                index=index,
+                level=1,
                 labels=("look",),
                 prompt=(
-                    "Find the secret word. Reply with JSON {\"action\": \"look\"} to see it, "
-                    "then {\"action\": \"say\", \"word\": <the word>}."
+                    'Find the secret word. Reply with JSON {"action": "look"} to see it, '
+                    'then {"action": "say", "word": <the word>}.'
                 ),
                 ground_truth={"word": rng.choice(WORDS)},
             )
@@ -135,7 +139,11 @@ class ToyCodeApp(App):
         def make(rng: random.Random, seed: int, index: int) -> Query:
             number = rng.randrange(2, 1000)
             return Query(
-                app_id=self.app_id, app_version=self.version, seed=seed, index=index, level=1,
+                app_id=self.app_id,
+                app_version=self.version,
+                seed=seed,
+                index=index,
+                level=1,
                 labels=("code",),
                 prompt=f"Write a Python function answer() that returns the number {number}.",
                 ground_truth={"number": number},

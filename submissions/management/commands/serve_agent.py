@@ -28,6 +28,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Serve until interrupted. Raises ``CommandError`` on bad options or a busy port."""
+
         def write_line(line: str) -> None:
             self.stdout.write(line)
             self.stdout.flush()
