@@ -64,7 +64,7 @@ class MaltApp(App):
     version = 1
     levels = (1, 2, 3)
     max_steps = 1
-    needs_root = False  # the sandbox needs root/bwrap; it reports its own absence
+    needs_root = True  # evaluator.sandbox needs root (per-run uids via setpriv) and bwrap
 
     def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
         """Return ``count`` queries of ``seed``'s stream (only ``level`` if given).
