@@ -108,3 +108,24 @@ def test_ground_truth_satisfies_every_safety_constraint_over_1050_queries() -> N
                 assert view.number_of_nodes() == base_nodes
     assert sum(seen.values()) == 1050 and len(seen) == BLOCK
     assert load_graph().number_of_nodes() == base_nodes  # the shared graph was never touched
+
+
+def test_generation_is_identical_across_processes_and_hash_seeds() -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "from apps.malt.app import MaltApp\n"
+        "print(','.join(q.fingerprint() for q in MaltApp().generate(30, seed=77)))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    outputs = set()
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(root)}
+        run = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+        )
+        outputs.add(run.stdout.strip())
+    assert outputs == {",".join(q.fingerprint() for q in APP.generate(30, seed=77))}
