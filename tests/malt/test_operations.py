@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import networkx as nx
 import pytest
 
-from apps.malt.app import MaltApp
+from apps.malt.app import MaltApp, judge
 from apps.malt.checks import NormalizedGraph, compare_graphs
 from apps.malt.operations import ProgramError, capacity_bps, execute, ranking
 from apps.malt.oracle import oracle_code
@@ -116,3 +118,12 @@ def test_oracle_code_and_interpreter_agree_in_process() -> None:
                 edges={(s, t): a for s, t, a in graph.edges(data=True)},
             )
             assert compare_graphs(actual, NormalizedGraph.from_view(expected_view)).equal, q.label
+        # and the judge accepts it once it has crossed JSON the way the sandbox sends it
+        wire = {
+            key: {"__networkx__": nx.node_link_data(value, edges="links")}
+            if isinstance(value, nx.DiGraph)
+            else value
+            for key, value in result.items()
+        }
+        verdict = judge(truth, json.loads(json.dumps(wire)), 0.0)
+        assert verdict.correct and verdict.safe, (q.label, verdict.details)
