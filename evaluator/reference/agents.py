@@ -9,6 +9,7 @@ request (and, for the oracle, from the oracle vault entry named by the episode t
 from __future__ import annotations
 
 import importlib
+import logging
 from abc import ABC, abstractmethod
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from evaluator import registry
 from evaluator.app import App, UnknownAppError
 from evaluator.oracle_vault import OracleVault
 from evaluator.types import JSON
+
+logger = logging.getLogger(__name__)
 
 #: Reference agent names accepted by :func:`make_agent` and the ``serve_agent`` command.
 AGENT_NAMES: tuple[str, ...] = ("oracle", "null", "heuristic", "llm")
@@ -55,9 +58,14 @@ class ReferenceAgent(ABC):
     def reply(self, messages: list[JSON], episode_id: str | None) -> str:
         """Return the reply to ``messages``. Raises :class:`AgentReplyError`."""
 
+    @property
+    def app_ids(self) -> list[str]:
+        """Ids of the apps this agent answers."""
+        return [self.app.app_id]
+
     def describe(self) -> JSON:
         """JSON description for the health endpoint (never secrets)."""
-        return {"agent": self.name, "app": self.app.app_id}
+        return {"agent": self.name, "app": ",".join(self.app_ids)}
 
 
 def load_app(spec: str) -> App:
@@ -187,3 +195,113 @@ def make_agent(
 
         return make_llm_agent(app, **(llm_options or {}))
     raise AgentConfigError(f"unknown reference agent {name!r}; known: {', '.join(AGENT_NAMES)}")
+
+
+#: Text that identifies each app's task message (its first user message), used by a server
+#: answering several apps when the episode has no vault entry. An app may declare its own with
+#: a ``prompt_marker`` class attribute.
+DEFAULT_PROMPT_MARKERS: dict[str, str] = {
+    "malt": "process_graph",
+    "route": "pingall",
+    "k8s": "kubectl",
+}
+
+
+def _first_user_text(messages: list[JSON]) -> str:
+    return next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
+
+
+class MultiAppAgent(ReferenceAgent):
+    """One reference agent kind answering several apps behind one endpoint.
+
+    Each request goes to the member agent of the episode's app: the app named by the oracle
+    vault entry of the episode when there is one, else the only app whose prompt marker
+    (``prompt_marker`` attribute or :data:`DEFAULT_PROMPT_MARKERS`) occurs in the task message.
+
+    Raises (from ``reply``):
+        AgentReplyError: 400 when the app of the request cannot be told.
+    """
+
+    def __init__(self, members: dict[str, ReferenceAgent], vault: OracleVault | None) -> None:
+        first = next(iter(members.values()))
+        super().__init__(first.app)
+        self.name = first.name
+        self.members = members
+        self.vault = vault
+
+    @property
+    def app_ids(self) -> list[str]:
+        """Ids of the member apps."""
+        return list(self.members)
+
+    def app_for(self, messages: list[JSON], episode_id: str | None) -> str:
+        """Return the id of the app ``messages`` belong to. Raises :class:`AgentReplyError`."""
+        if self.vault is not None and episode_id:
+            query = self.vault.get(episode_id)
+            if query is not None and query.app_id in self.members:
+                return query.app_id
+        task = _first_user_text(messages)
+        matches = []
+        for app_id, member in self.members.items():
+            marker = getattr(member.app, "prompt_marker", None) or DEFAULT_PROMPT_MARKERS.get(
+                app_id
+            )
+            if marker and marker in task:
+                matches.append(app_id)
+        if len(matches) != 1:
+            raise AgentReplyError(
+                400,
+                f"cannot tell which app this request is for (serving {', '.join(self.members)}; "
+                f"prompt markers matched: {matches or 'none'}); serve one app per endpoint",
+            )
+        return matches[0]
+
+    def reply(self, messages: list[JSON], episode_id: str | None) -> str:
+        """Return the reply of the member agent of the request's app."""
+        return self.members[self.app_for(messages, episode_id)].reply(messages, episode_id)
+
+
+def make_served_agent(
+    name: str,
+    app_spec: str,
+    *,
+    vault_dir: str | Path | None = None,
+    llm_options: JSON | None = None,
+) -> ReferenceAgent:
+    """Build the agent a server answers with, for one app or several.
+
+    Args:
+        name: one of :data:`AGENT_NAMES`.
+        app_spec: an app id, a ``module:Class`` path, a comma-separated list of those, or
+            ``all`` (every registered app that loads; apps the agent kind does not support,
+            e.g. ``heuristic`` without ``heuristic_reply``, are left out).
+        vault_dir, llm_options: as :func:`make_agent`.
+
+    Raises:
+        AgentConfigError: an unknown or unsupported app in an explicit list, or no app at all.
+    """
+    if app_spec.strip() == "all":
+        members: dict[str, ReferenceAgent] = {}
+        reasons = []
+        for app_id in registry.app_ids():
+            try:
+                members[app_id] = make_agent(
+                    name, load_app(app_id), vault_dir=vault_dir, llm_options=llm_options
+                )
+            except AgentConfigError as exc:
+                reasons.append(f"{app_id}: {exc}")
+                logger.warning("the %s agent leaves out app %s: %s", name, app_id, exc)
+        if not members:
+            raise AgentConfigError(f"no app can serve the {name} agent: {'; '.join(reasons)}")
+    else:
+        specs = [part.strip() for part in app_spec.split(",") if part.strip()]
+        if not specs:
+            raise AgentConfigError("no app given")
+        members = {}
+        for spec in specs:
+            agent = make_agent(name, load_app(spec), vault_dir=vault_dir, llm_options=llm_options)
+            members[agent.app.app_id] = agent
+    if len(members) == 1:
+        return next(iter(members.values()))
+    vault = OracleVault(vault_dir) if vault_dir is not None else None
+    return MultiAppAgent(members, vault)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from evaluator.agents import LOOPBACK_NETWORKS, PROTOCOLS
-from evaluator.reference.agents import AGENT_NAMES, AgentConfigError, load_app, make_agent
+from evaluator.reference.agents import AGENT_NAMES, AgentConfigError, make_served_agent
 from evaluator.reference.llm import STRATEGIES
 from evaluator.reference.server import build_asgi_app, serve
 
@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--app",
         required=True,
-        help="app id (malt, route, k8s) or module:Class of an unregistered App subclass",
+        help="app id (malt, route, k8s), module:Class of an unregistered App, a comma-separated "
+        "list of those, or 'all'",
     )
     parser.add_argument("--protocol", required=True, choices=PROTOCOLS, help="wire protocol")
     parser.add_argument("--port", type=int, required=True, help="TCP port (0 = any free port)")
@@ -73,7 +74,6 @@ def build_from_options(options: Any) -> tuple[Any, Any]:
     Raises:
         AgentConfigError: unknown app, missing vault/upstream, unsupported agent for the app.
     """
-    app = load_app(options.app)
     llm_options = None
     if options.agent == "llm":
         llm_options = {
@@ -85,7 +85,9 @@ def build_from_options(options: Any) -> tuple[Any, Any]:
             "timeout_s": options.upstream_timeout_s,
             "allowed_networks": tuple(options.allow_network or LOOPBACK_NETWORKS),
         }
-    agent = make_agent(options.agent, app, vault_dir=options.vault, llm_options=llm_options)
+    agent = make_served_agent(
+        options.agent, options.app, vault_dir=options.vault, llm_options=llm_options
+    )
     return agent, build_asgi_app(agent, options.protocol)
 
 
@@ -108,7 +110,8 @@ def run(options: Any, write_line: Callable[[str], None] = _print_line) -> None:
 
     def announce(url: str) -> None:
         write_line(
-            f"serving {agent.name} agent for {agent.app.app_id} ({options.protocol}) at {url}"
+            f"serving {agent.name} agent for {','.join(agent.app_ids)} ({options.protocol}) "
+            f"at {url}"
         )
 
     serve(

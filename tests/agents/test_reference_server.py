@@ -11,10 +11,12 @@ from evaluator.oracle_vault import OracleVault
 from evaluator.reference import server as server_module
 from evaluator.reference.agents import (
     AgentConfigError,
+    MultiAppAgent,
     NullAgent,
     ReferenceAgent,
     load_app,
     make_agent,
+    make_served_agent,
 )
 from evaluator.reference.server import build_asgi_app
 from evaluator.runner import run_episode
@@ -161,3 +163,46 @@ def test_load_app_accepts_ids_and_class_paths() -> None:
         load_app("tests.agents.toyapp:WORDS")
     with pytest.raises(AgentConfigError, match="unknown reference agent"):
         make_agent("wizard", load_app("toy"))
+
+
+def test_one_endpoint_serves_several_apps_routed_by_vault_entry(serve, tmp_path) -> None:
+    vault = OracleVault(tmp_path)
+    agent = make_served_agent("oracle", "toy,toycode", vault_dir=tmp_path)
+    assert isinstance(agent, MultiAppAgent) and agent.app_ids == ["toy", "toycode"]
+    client = served_client(serve, agent, "http-json")
+    for app_id in ("toy", "toycode"):
+        app = registry.get_app(app_id)
+        results = [run_episode(app, q, client, vault=vault) for q in app.generate(2, seed=8)]
+        assert [r.correct for r in results] == [True, True]
+
+
+def test_without_vault_entry_the_task_message_picks_the_app(serve) -> None:
+    client = served_client(serve, make_served_agent("null", "toy,toycode"), "openai-chat")
+    toy_task = registry.get_app("toy").generate(1, seed=1)[0].prompt
+    code_task = registry.get_app("toycode").generate(1, seed=1)[0].prompt
+    reply = client.complete([{"role": "user", "content": toy_task}], episode_id="e-1234567890")
+    assert reply.text == '{"action": "look"}'
+    reply = client.complete([{"role": "user", "content": code_task}], episode_id="e-1234567890")
+    assert reply.text == ""  # App.null_reply default of the code app
+    with pytest.raises(AgentError, match="HTTP 400.*cannot tell which app"):
+        client.complete([{"role": "user", "content": "hello"}], episode_id="e-1234567890")
+
+
+def test_all_apps_keeps_those_the_agent_supports(monkeypatch) -> None:
+    monkeypatch.setattr(
+        registry,
+        "APP_PATHS",
+        {
+            "toy": "tests.agents.toyapp:ToyApp",
+            "toycode": "tests.agents.toyapp:ToyCodeApp",
+            "missing": "tests.agents.no_such_module:App",
+        },
+    )
+    registry.get_app.cache_clear()
+    assert make_served_agent("null", "all").app_ids == ["toy", "toycode"]
+    heuristic = make_served_agent("heuristic", "all")
+    assert not isinstance(heuristic, MultiAppAgent) and heuristic.app_ids == ["toy"]
+    with pytest.raises(AgentConfigError, match="no heuristic operator"):
+        make_served_agent("heuristic", "toy,toycode")
+    with pytest.raises(AgentConfigError, match="no app"):
+        make_served_agent("null", " , ")

@@ -73,6 +73,7 @@ class ToyApp(App):
     levels = (1,)
     max_steps = 4
     reply_format = "json"
+    prompt_marker = "secret word"
 
     def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
         def make(rng: random.Random, seed: int, index: int) -> Query:
@@ -134,6 +135,7 @@ class ToyCodeApp(App):
     levels = (1,)
     max_steps = 1
     reply_format = "python"
+    prompt_marker = "function answer()"
 
     def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
         def make(rng: random.Random, seed: int, index: int) -> Query:
