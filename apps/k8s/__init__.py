@@ -1,0 +1,1 @@
+"""The Kubernetes (NetworkPolicy) benchmark application and its embedded cluster."""
