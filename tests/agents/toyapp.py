@@ -21,10 +21,15 @@ _SEEN_RE = re.compile(r"The secret word is (\w+)\.")
 
 
 def _queries(app: App, count: int, seed: int, level: int | None, make: Any) -> list[Query]:
+    """``count`` level-1 queries; ``make(rng)`` returns (labels, prompt, ground truth)."""
     if count < 0 or (level is not None and level not in app.levels):
         raise ValueError("bad count or level")
     rng = random.Random(seed)
-    return [make(rng, seed, index) for index in range(count)]
+    queries = []
+    for index in range(count):
+        labels, prompt, truth = make(rng)
+        queries.append(Query(app.app_id, app.version, seed, index, 1, labels, prompt, truth))
+    return queries
 
 
 class ToyEpisode(Episode):
@@ -76,20 +81,13 @@ class ToyApp(App):
     prompt_marker = "secret word"
 
     def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
-        def make(rng: random.Random, seed: int, index: int) -> Query:
-            return Query(
-                app_id=self.app_id,
-                app_version=self.version,
-                seed=seed,
-                index=index,
-                level=1,
-                labels=("look",),
-                prompt=(
-                    'Find the secret word. Reply with JSON {"action": "look"} to see it, '
-                    'then {"action": "say", "word": <the word>}.'
-                ),
-                ground_truth={"word": rng.choice(WORDS)},
-            )
+        prompt = (
+            'Find the secret word. Reply with JSON {"action": "look"} to see it, '
+            'then {"action": "say", "word": <the word>}.'
+        )
+
+        def make(rng: random.Random) -> tuple[tuple[str, ...], str, JSON]:
+            return ("look",), prompt, {"word": rng.choice(WORDS)}
 
         return _queries(self, count, seed, level, make)
 
@@ -138,18 +136,10 @@ class ToyCodeApp(App):
     prompt_marker = "function answer()"
 
     def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
-        def make(rng: random.Random, seed: int, index: int) -> Query:
+        def make(rng: random.Random) -> tuple[tuple[str, ...], str, JSON]:
             number = rng.randrange(2, 1000)
-            return Query(
-                app_id=self.app_id,
-                app_version=self.version,
-                seed=seed,
-                index=index,
-                level=1,
-                labels=("code",),
-                prompt=f"Write a Python function answer() that returns the number {number}.",
-                ground_truth={"number": number},
-            )
+            prompt = f"Write a Python function answer() that returns the number {number}."
+            return ("code",), prompt, {"number": number}
 
         return _queries(self, count, seed, level, make)
 
