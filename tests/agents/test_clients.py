@@ -333,3 +333,11 @@ def test_redirect_to_an_allowed_address_is_not_followed_either(serve) -> None:
     assert info.value.category == "http_status"
     assert "redirects are not followed" in str(info.value)
     assert [r["path"] for r in recorder.requests] == ["/"]
+
+
+def test_unresolvable_host_fails_at_once_as_transport() -> None:
+    client = HttpJsonClient("http://no-such-host.invalid/agent")
+    with pytest.raises(AgentError, match="could not resolve") as info:
+        client.complete(CHAT, episode_id="tok-abcdefgh")
+    assert info.value.category == "transport"
+    assert client.last_attempts == 1  # a DNS failure is not worth a retry
