@@ -1,0 +1,376 @@
+"""Start, inspect and tear down the embedded cluster.
+
+Processes (all real Kubernetes code except the node agent):
+
+* etcd v3.5 — storage, on 127.0.0.1 of the cluster network namespace;
+* kube-apiserver — RBAC authorization, client-certificate and service-account authentication
+  (flags: https://kubernetes.io/docs/reference/command-line-tools-reference/kube-apiserver/);
+* kube-controller-manager — Deployments, ReplicaSets, EndpointSlices, ServiceAccounts, GC,
+  namespace deletion (https://kubernetes.io/docs/reference/command-line-tools-reference/
+  kube-controller-manager/);
+* the Python node agent (:mod:`apps.k8s.cluster.node_agent`) — Node, Lease, pods as network
+  namespaces with real listeners;
+* kube-router in firewall-only mode — NetworkPolicy as iptables/ipset rules
+  (https://www.kube-router.io/docs/user-guide/).
+
+Everything except the node agent runs inside one network namespace (``config.netns``); all
+iptables/ipset state lives there, so the host's rules are never touched and deleting the
+namespace removes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config as kube_config
+
+from apps.k8s.cluster import certs, netns, processes
+from apps.k8s.cluster.config import ClusterConfig
+from apps.k8s.cluster.kubeconfig import mint_namespace_kubeconfig, write_cert_kubeconfig
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "node-agent", "kube-router")
+"""Daemons in start order; stopped in reverse order."""
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be brought up; the message names the component and its log."""
+
+
+@dataclass
+class ClusterStatus:
+    """Snapshot of the cluster.
+
+    Attributes:
+        running: True when every component is alive and the API server is ready.
+        components: name -> pid (None when not running).
+        apiserver_ready: ``/readyz`` answered 200.
+        node_ready: the Node reports condition Ready=True.
+        server: API server URL; kubeconfig: admin kubeconfig path.
+        rss_bytes: resident memory of each running component in bytes.
+    """
+
+    running: bool
+    components: dict[str, int | None]
+    apiserver_ready: bool
+    node_ready: bool
+    server: str
+    kubeconfig: str
+    rss_bytes: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Cluster:
+    """The embedded single-node cluster described by a :class:`ClusterConfig`.
+
+    Typical use by an application worker::
+
+        cluster = Cluster()
+        cluster.up()                     # idempotent; ~10-20 s cold
+        api = cluster.api_client()       # admin
+        kubeconfig = cluster.mint_namespace_kubeconfig("episode-1")
+        ...                              # apply objects, then cluster.wait_dataplane()
+        cluster.down()                   # nothing left behind
+    """
+
+    def __init__(self, config: ClusterConfig | None = None) -> None:
+        self.config = config or ClusterConfig()
+        self._marker = str(self.config.state_dir)
+
+    # ------------------------------------------------------------------ public API
+
+    def up(self, timeout_s: float = 180.0) -> ClusterStatus:
+        """Bring the cluster up, or do nothing if it is already healthy.
+
+        A partially running cluster (e.g. after a crash) is torn down and started afresh.
+
+        Raises:
+            MissingBinaryError: a binary is missing (run ``scripts/build_k8s.sh``).
+            ClusterError: a component died or did not become ready within ``timeout_s``.
+        """
+        current = self.status()
+        if current.running and current.node_ready:
+            return current
+        cfg = self.config
+        for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-router"):
+            cfg.find_binary(name)
+        if any(pid is not None for pid in current.components.values()) or netns.netns_exists(
+            cfg.netns
+        ):
+            self.down()
+        deadline = time.monotonic() + timeout_s
+        try:
+            self._prepare_state()
+            netns.create_cluster_netns(
+                cfg.netns, cfg.host_veth, cfg.host_ip, cfg.node_ip, cfg.link_prefix_len
+            )
+            self._start("etcd", self._etcd_argv(), in_netns=True)
+            self._start("kube-apiserver", self._apiserver_argv(), in_netns=True)
+            self._wait_apiserver(deadline)
+            self._start("kube-controller-manager", self._kcm_argv(), in_netns=True)
+            self._start("node-agent", self._agent_argv(), in_netns=False)
+            self._wait_node_ready(deadline)
+            self._start("kube-router", self._kube_router_argv(), in_netns=True)
+            from apps.k8s.cluster.sync import DataplaneSync
+
+            DataplaneSync(self).install(timeout_s=max(1.0, deadline - time.monotonic()))
+        except BaseException:
+            self._write_failure_note()
+            raise
+        return self.status()
+
+    def down(self, timeout_s: float = 20.0) -> None:
+        """Stop every component and remove namespaces, veths, rules and runtime state.
+
+        Safe to call when nothing is running.
+        """
+        cfg = self.config
+        for name in reversed(COMPONENTS):
+            processes.stop_daemon(name, cfg.run_dir, self._marker, timeout_s)
+        for name in netns.list_netns(cfg.pod_netns_prefix):
+            netns.delete_netns(name)
+        netns.delete_netns(cfg.netns)
+        if Path(f"/sys/class/net/{cfg.host_veth}").exists():
+            netns.run_ip("link", "delete", cfg.host_veth, check=False)
+        if cfg.state_dir.exists():
+            shutil.rmtree(cfg.state_dir)
+
+    def status(self) -> ClusterStatus:
+        """Current state; never raises for a stopped cluster."""
+        cfg = self.config
+        pids = {
+            name: processes.daemon_pid(name, cfg.run_dir, self._marker) for name in COMPONENTS
+        }
+        ready = all(pids.values()) and self._apiserver_ready()
+        node_ready = bool(ready) and self._node_ready()
+        return ClusterStatus(
+            running=bool(ready),
+            components=pids,
+            apiserver_ready=bool(ready),
+            node_ready=node_ready,
+            server=cfg.server_url,
+            kubeconfig=str(cfg.admin_kubeconfig),
+            rss_bytes={n: processes.rss_bytes(p) for n, p in pids.items() if p},
+        )
+
+    def api_client(self, kubeconfig: Path | None = None) -> client.ApiClient:
+        """A ``kubernetes`` client for the admin (or the given kubeconfig)."""
+        return kube_config.new_client_from_config(
+            config_file=str(kubeconfig or self.config.admin_kubeconfig)
+        )
+
+    def mint_namespace_kubeconfig(
+        self, namespace: str, path: Path | None = None, *, name: str = "agent"
+    ) -> Path:
+        """Write a kubeconfig whose RBAC role reaches only ``namespace`` (which must exist).
+
+        See :func:`apps.k8s.cluster.kubeconfig.mint_namespace_kubeconfig`.
+        """
+        target = path or self.config.kubeconfig_dir / f"{namespace}-{name}.kubeconfig"
+        return mint_namespace_kubeconfig(
+            self.api_client(), namespace, target, self.config.server_url,
+            self.config.pki_dir / "ca.crt", name=name,
+        )
+
+    def kubectl_env(self, kubeconfig: Path | None = None) -> dict[str, str]:
+        """Environment for running ``kubectl`` against the cluster (KUBECONFIG set)."""
+        env = dict(os.environ)
+        env["KUBECONFIG"] = str(kubeconfig or self.config.admin_kubeconfig)
+        return env
+
+    # ------------------------------------------------------------------ startup steps
+
+    def _prepare_state(self) -> None:
+        cfg = self.config
+        for d in (cfg.pki_dir, cfg.log_dir, cfg.run_dir, cfg.kubeconfig_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        pki = cfg.pki_dir
+        ca = certs.create_ca(pki)
+        certs.issue(
+            ca, pki, "apiserver", "kube-apiserver",
+            server_names=(
+                "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local", "localhost",
+            ),
+            server_ips=(cfg.node_ip, "127.0.0.1", cfg.service_ip),
+        )
+        certs.create_service_account_key(pki)
+        users = {
+            "admin": ("kubernetes-admin", ("system:masters",)),
+            "controller-manager": ("system:kube-controller-manager", ()),
+            # The node agent and kube-router are cluster components with wide read/write needs
+            # (nodes, leases, pods/status, bindings; every informer of kube-router).
+            "node-agent": ("system:node:" + cfg.node_name, ("system:masters",)),
+            "kube-router": ("system:kube-router", ("system:masters",)),
+        }
+        for stem, (user, groups) in users.items():
+            pair = certs.issue(ca, pki, stem, user, groups)
+            write_cert_kubeconfig(
+                cfg.kubeconfig_dir / f"{stem}.kubeconfig", cfg.server_url, ca.cert,
+                pair.cert, pair.key, user,
+            )
+
+    def _start(self, name: str, argv: list[str], *, in_netns: bool) -> None:
+        cfg = self.config
+        if in_netns:
+            argv = ["ip", "netns", "exec", cfg.netns, *argv]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(REPO_ROOT)
+        processes.start_daemon(name, argv, cfg.run_dir, cfg.log_dir, env=env, cwd=REPO_ROOT)
+
+    def _etcd_argv(self) -> list[str]:
+        cfg = self.config
+        return [
+            cfg.find_binary("etcd"),
+            "--name=netarena",
+            f"--data-dir={cfg.state_dir / 'etcd'}",
+            "--listen-client-urls=http://127.0.0.1:2379",
+            "--advertise-client-urls=http://127.0.0.1:2379",
+            "--listen-peer-urls=http://127.0.0.1:2380",
+            "--initial-advertise-peer-urls=http://127.0.0.1:2380",
+            "--initial-cluster=netarena=http://127.0.0.1:2380",
+            "--listen-metrics-urls=http://127.0.0.1:2381",
+            "--unsafe-no-fsync=true",
+            "--quota-backend-bytes=1073741824",
+            "--log-level=warn",
+        ]
+
+    def _apiserver_argv(self) -> list[str]:
+        cfg = self.config
+        pki = cfg.pki_dir
+        return [
+            cfg.find_binary("kube-apiserver"),
+            "--etcd-servers=http://127.0.0.1:2379",
+            f"--advertise-address={cfg.node_ip}",
+            "--bind-address=0.0.0.0",
+            f"--secure-port={cfg.apiserver_port}",
+            f"--cert-dir={pki}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--authorization-mode=RBAC",
+            "--anonymous-auth=false",
+            f"--service-cluster-ip-range={cfg.service_cidr}",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--enable-priority-and-fairness=false",
+            "--v=0",
+        ]
+
+    def _kcm_argv(self) -> list[str]:
+        cfg = self.config
+        pki = cfg.pki_dir
+        kubeconfig = cfg.kubeconfig_dir / "controller-manager.kubeconfig"
+        return [
+            cfg.find_binary("kube-controller-manager"),
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--leader-elect=false",
+            "--use-service-account-credentials=true",
+            f"--root-ca-file={pki / 'ca.crt'}",
+            f"--service-account-private-key-file={pki / 'sa.key'}",
+            f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+            f"--cluster-signing-key-file={pki / 'ca.key'}",
+            "--allocate-node-cidrs=false",
+            "--configure-cloud-routes=false",
+            "--bind-address=127.0.0.1",
+            f"--cert-dir={cfg.state_dir / 'kcm-certs'}",
+            "--profiling=false",
+            "--v=0",
+        ]
+
+    def _agent_argv(self) -> list[str]:
+        return [sys.executable, "-m", "apps.k8s.cluster.node_agent", "--state-dir",
+                str(self.config.state_dir)]
+
+    def _kube_router_argv(self) -> list[str]:
+        cfg = self.config
+        return [
+            cfg.find_binary("kube-router"),
+            f"--kubeconfig={cfg.kubeconfig_dir / 'kube-router.kubeconfig'}",
+            f"--hostname-override={cfg.node_name}",
+            "--run-firewall=true",
+            "--run-router=false",
+            "--run-service-proxy=false",
+            "--enable-cni=false",
+            "--enable-ipv4=true",
+            "--enable-ipv6=false",
+            "--health-addr=127.0.0.1",
+            "--health-port=20244",
+            "--metrics-port=0",
+            "--iptables-sync-period=5m",
+            "--v=1",
+        ]
+
+    # ------------------------------------------------------------------ readiness
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        pki = self.config.pki_dir
+        ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+        return ctx
+
+    def _apiserver_ready(self) -> bool:
+        if not (self.config.pki_dir / "admin.crt").exists():
+            return False
+        try:
+            with urllib.request.urlopen(  # noqa: S310 - fixed https URL of our own API server
+                f"{self.config.server_url}/readyz", context=self._ssl_context(), timeout=2
+            ) as resp:
+                return bool(resp.status == 200)
+        except (OSError, urllib.error.URLError, ssl.SSLError):
+            return False
+
+    def _node_ready(self) -> bool:
+        try:
+            node = client.CoreV1Api(self.api_client()).read_node(
+                self.config.node_name, _request_timeout=5
+            )
+        except Exception:  # noqa: BLE001 - any failure means "not ready"
+            return False
+        return any(
+            c.type == "Ready" and c.status == "True" for c in (node.status.conditions or [])
+        )
+
+    def _check_alive(self, *names: str) -> None:
+        for name in names:
+            if processes.daemon_pid(name, self.config.run_dir, self._marker) is None:
+                log = self.config.log_dir / f"{name}.log"
+                tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+                raise ClusterError(f"{name} exited; see {log}:\n{tail}")
+
+    def _wait_apiserver(self, deadline: float) -> None:
+        while not self._apiserver_ready():
+            self._check_alive("etcd", "kube-apiserver")
+            if time.monotonic() > deadline:
+                raise ClusterError("kube-apiserver not ready before the deadline")
+            time.sleep(0.2)
+
+    def _wait_node_ready(self, deadline: float) -> None:
+        while not self._node_ready():
+            self._check_alive("etcd", "kube-apiserver", "kube-controller-manager", "node-agent")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"node {self.config.node_name} not Ready before the deadline")
+            time.sleep(0.1)
+
+    def _write_failure_note(self) -> None:
+        run_dir = self.config.run_dir
+        if run_dir.exists():
+            note = {n: processes.daemon_pid(n, run_dir, self._marker) for n in COMPONENTS}
+            (run_dir / "last-failure.json").write_text(json.dumps(note))

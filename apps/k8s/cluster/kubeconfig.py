@@ -1,0 +1,171 @@
+"""Kubeconfig files and namespace-scoped credentials.
+
+Format: https://kubernetes.io/docs/concepts/configuration/organize-cluster-access-kubeconfig/.
+Namespace credentials are ServiceAccount tokens from the TokenRequest API
+(https://kubernetes.io/docs/reference/kubernetes-api/authentication-resources/token-request-v1/)
+bound by a RoleBinding to a Role in that namespace only (RBAC,
+https://kubernetes.io/docs/reference/access-authn-authz/rbac/): the holder can do nothing in any
+other namespace nor on cluster-scoped resources, and deleting the namespace revokes the token
+(bound tokens are checked against their ServiceAccount).
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+DEFAULT_NAMESPACE_RULES: tuple[dict[str, Any], ...] = (
+    {
+        "apiGroups": [""],
+        "resources": [
+            "pods", "pods/status", "services", "endpoints", "configmaps", "events",
+            "serviceaccounts", "persistentvolumeclaims", "limitranges", "resourcequotas",
+        ],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+    },
+    {
+        "apiGroups": ["apps"],
+        "resources": [
+            "deployments", "deployments/scale", "replicasets", "replicasets/scale",
+            "statefulsets", "daemonsets",
+        ],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+    },
+    {
+        "apiGroups": ["networking.k8s.io"],
+        "resources": ["networkpolicies"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+    },
+    {
+        "apiGroups": ["discovery.k8s.io"],
+        "resources": ["endpointslices"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+        "verbs": ["create"],
+    },
+)
+"""What a namespace user may do: workloads, services and NetworkPolicies of its namespace."""
+
+
+def write_cert_kubeconfig(
+    path: Path, server: str, ca_cert: Path, client_cert: Path, client_key: Path, user: str
+) -> Path:
+    """Write a kubeconfig that authenticates with a client certificate (embedded, mode 0600)."""
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "netarena", "cluster": {
+            "server": server,
+            "certificate-authority-data": _b64(ca_cert.read_bytes()),
+        }}],
+        "users": [{"name": user, "user": {
+            "client-certificate-data": _b64(client_cert.read_bytes()),
+            "client-key-data": _b64(client_key.read_bytes()),
+        }}],
+        "contexts": [{"name": user, "context": {"cluster": "netarena", "user": user}}],
+        "current-context": user,
+    }
+    return _write(path, doc)
+
+
+def write_token_kubeconfig(
+    path: Path, server: str, ca_cert: Path, token: str, user: str, namespace: str
+) -> Path:
+    """Write a kubeconfig that authenticates with a bearer token, default namespace set."""
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "netarena", "cluster": {
+            "server": server,
+            "certificate-authority-data": _b64(ca_cert.read_bytes()),
+        }}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": {
+            "cluster": "netarena", "user": user, "namespace": namespace,
+        }}],
+        "current-context": user,
+    }
+    return _write(path, doc)
+
+
+def mint_namespace_kubeconfig(
+    api: client.ApiClient,
+    namespace: str,
+    path: Path,
+    server: str,
+    ca_cert: Path,
+    *,
+    name: str = "agent",
+    rules: tuple[dict[str, Any], ...] = DEFAULT_NAMESPACE_RULES,
+    expiration_s: int = 3600,
+) -> Path:
+    """Create (idempotently) ServiceAccount, Role and RoleBinding ``name`` in ``namespace`` and
+    write a kubeconfig with a fresh token for that ServiceAccount.
+
+    Args:
+        api: an admin API client.
+        namespace: must exist.
+        rules: RBAC PolicyRules of the Role (dicts in API form).
+        expiration_s: token lifetime in seconds (the API server enforces a 600 s minimum).
+
+    Returns:
+        ``path``, the written kubeconfig (mode 0600).
+
+    Raises:
+        kubernetes.client.rest.ApiException: on API errors other than "already exists".
+    """
+    core = client.CoreV1Api(api)
+    rbac = client.RbacAuthorizationV1Api(api)
+    _create_or_replace(
+        lambda: core.create_namespaced_service_account(
+            namespace, {"metadata": {"name": name}}
+        ),
+        None,
+    )
+    role = {"metadata": {"name": name}, "rules": [dict(r) for r in rules]}
+    _create_or_replace(
+        lambda: rbac.create_namespaced_role(namespace, role),
+        lambda: rbac.replace_namespaced_role(name, namespace, role),
+    )
+    binding = {
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+    }
+    _create_or_replace(
+        lambda: rbac.create_namespaced_role_binding(namespace, binding),
+        lambda: rbac.replace_namespaced_role_binding(name, namespace, binding),
+    )
+    request = {"spec": {"audiences": [], "expirationSeconds": max(600, expiration_s)}}
+    token = core.create_namespaced_service_account_token(name, namespace, request).status.token
+    user = f"system:serviceaccount:{namespace}:{name}"
+    return write_token_kubeconfig(path, server, ca_cert, token, user, namespace)
+
+
+def _create_or_replace(create: Any, replace: Any) -> None:
+    try:
+        create()
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        if replace is not None:
+            replace()
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _write(path: Path, doc: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.chmod(0o600)
+    return path
