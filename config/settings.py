@@ -5,6 +5,7 @@ Every setting that differs between a laptop, CI and production comes from the en
 local Redis.
 """
 
+import os
 from pathlib import Path
 
 import environ
@@ -72,7 +73,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Celery workers are separate processes: give them time to wait for the write lock, and
     # keep the test database in a file so that end-to-end tests can share it with a worker.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test-db.sqlite3")}
+    # One file per test process, so that concurrent test runs never share (or delete) it.
+    DATABASES["default"]["TEST"] = {
+        "NAME": str(BASE_DIR / "var" / f"test-db-{os.getpid()}.sqlite3")
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
