@@ -32,11 +32,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config as kube_config
+from kubernetes import client
+from kubernetes import config as kube_config
 
 from apps.k8s.cluster import certs, netns, processes
 from apps.k8s.cluster.config import ClusterConfig
 from apps.k8s.cluster.kubeconfig import mint_namespace_kubeconfig, write_cert_kubeconfig
+from apps.k8s.cluster.rest import KubeRest, resource_path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "node-agent", "kube-router")
@@ -183,6 +185,24 @@ class Cluster:
             self.api_client(), namespace, target, self.config.server_url,
             self.config.pki_dir / "ca.crt", name=name,
         )
+
+    def wait_dataplane(
+        self, namespaces: tuple[str, ...] | list[str] = (), timeout_s: float = 60.0
+    ) -> float:
+        """Bounded wait until the pods of ``namespaces`` are ready and the dataplane enforces
+        every API change made before the call (see :mod:`apps.k8s.cluster.sync`).
+
+        Returns:
+            Seconds waited. Raises :class:`apps.k8s.cluster.sync.SyncTimeoutError`.
+        """
+        from apps.k8s.cluster.sync import DataplaneSync, wait_pods_ready
+
+        start = time.monotonic()
+        if namespaces:
+            wait_pods_ready(self.api_client(), namespaces, timeout_s)
+        remaining = max(1.0, timeout_s - (time.monotonic() - start))
+        DataplaneSync(self).barrier(remaining)
+        return time.monotonic() - start
 
     def kubectl_env(self, kubeconfig: Path | None = None) -> dict[str, str]:
         """Environment for running ``kubectl`` against the cluster (KUBECONFIG set)."""
@@ -339,18 +359,19 @@ class Cluster:
 
     def _node_ready(self) -> bool:
         try:
-            node = client.CoreV1Api(self.api_client()).read_node(
-                self.config.node_name, _request_timeout=5
+            node = KubeRest(self.api_client()).get(
+                resource_path("nodes", name=self.config.node_name)
             )
         except Exception:  # noqa: BLE001 - any failure means "not ready"
             return False
         return any(
-            c.type == "Ready" and c.status == "True" for c in (node.status.conditions or [])
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (node.get("status") or {}).get("conditions") or []
         )
 
     def _check_alive(self, *names: str) -> None:
         for name in names:
-            if processes.daemon_pid(name, self.config.run_dir, self._marker) is None:
+            if not processes.pid_alive(name, self.config.run_dir):
                 log = self.config.log_dir / f"{name}.log"
                 tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
                 raise ClusterError(f"{name} exited; see {log}:\n{tail}")

@@ -17,7 +17,10 @@ from typing import Any
 
 import yaml
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+
+from apps.k8s.cluster.rest import KubeRest, resource_path
+
+_ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 
 DEFAULT_NAMESPACE_RULES: tuple[dict[str, Any], ...] = (
     {
@@ -26,7 +29,7 @@ DEFAULT_NAMESPACE_RULES: tuple[dict[str, Any], ...] = (
             "pods", "pods/status", "services", "endpoints", "configmaps", "events",
             "serviceaccounts", "persistentvolumeclaims", "limitranges", "resourcequotas",
         ],
-        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+        "verbs": _ALL_VERBS,
     },
     {
         "apiGroups": ["apps"],
@@ -34,12 +37,12 @@ DEFAULT_NAMESPACE_RULES: tuple[dict[str, Any], ...] = (
             "deployments", "deployments/scale", "replicasets", "replicasets/scale",
             "statefulsets", "daemonsets",
         ],
-        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+        "verbs": _ALL_VERBS,
     },
     {
         "apiGroups": ["networking.k8s.io"],
         "resources": ["networkpolicies"],
-        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+        "verbs": _ALL_VERBS,
     },
     {
         "apiGroups": ["discovery.k8s.io"],
@@ -122,42 +125,26 @@ def mint_namespace_kubeconfig(
     Raises:
         kubernetes.client.rest.ApiException: on API errors other than "already exists".
     """
-    core = client.CoreV1Api(api)
-    rbac = client.RbacAuthorizationV1Api(api)
-    _create_or_replace(
-        lambda: core.create_namespaced_service_account(
-            namespace, {"metadata": {"name": name}}
-        ),
-        None,
-    )
+    rest = KubeRest(api)
+    rest.create_or_keep(resource_path("serviceaccounts", namespace), {"metadata": {"name": name}})
+    rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/" + namespace
     role = {"metadata": {"name": name}, "rules": [dict(r) for r in rules]}
-    _create_or_replace(
-        lambda: rbac.create_namespaced_role(namespace, role),
-        lambda: rbac.replace_namespaced_role(name, namespace, role),
-    )
+    if not rest.create_or_keep(f"{rbac}/roles", role):
+        rest.replace(f"{rbac}/roles/{name}", role)
     binding = {
         "metadata": {"name": name},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
     }
-    _create_or_replace(
-        lambda: rbac.create_namespaced_role_binding(namespace, binding),
-        lambda: rbac.replace_namespaced_role_binding(name, namespace, binding),
-    )
+    if not rest.create_or_keep(f"{rbac}/rolebindings", binding):
+        rest.replace(f"{rbac}/rolebindings/{name}", binding)
     request = {"spec": {"audiences": [], "expirationSeconds": max(600, expiration_s)}}
-    token = core.create_namespaced_service_account_token(name, namespace, request).status.token
+    token = rest.create(
+        resource_path("serviceaccounts", namespace, name, "token"), request
+    )["status"]["token"]
     user = f"system:serviceaccount:{namespace}:{name}"
     return write_token_kubeconfig(path, server, ca_cert, token, user, namespace)
 
-
-def _create_or_replace(create: Any, replace: Any) -> None:
-    try:
-        create()
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-        if replace is not None:
-            replace()
 
 
 def _b64(data: bytes) -> str:

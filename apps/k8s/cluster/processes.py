@@ -58,6 +58,20 @@ def daemon_pid(name: str, run_dir: Path, marker: str) -> int | None:
     return pid
 
 
+def pid_alive(name: str, run_dir: Path) -> bool:
+    """True if the pid file of ``name`` names a live, non-zombie process.
+
+    Unlike :func:`daemon_pid` this does not look at the command line, which is briefly empty
+    while a freshly started daemon is inside ``execve``; use it right after :func:`start_daemon`.
+    """
+    try:
+        pid = int((run_dir / f"{name}.pid").read_text().strip())
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
 def stop_daemon(name: str, run_dir: Path, marker: str, timeout_s: float = 10.0) -> bool:
     """SIGTERM the daemon, SIGKILL it after ``timeout_s``; remove its pid file.
 

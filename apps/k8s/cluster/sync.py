@@ -1,0 +1,204 @@
+"""Bounded waits: pods ready, and the dataplane reflecting every earlier API change.
+
+The dataplane barrier works with a sentinel: a namespace ``netarena-sync`` with a server pod,
+a client pod and a NetworkPolicy that lets the client in only when three labels agree on one
+fresh *epoch* value — the policy's peer selector, the client pod's label and the namespace's
+label. The barrier writes the three (after all changes it must cover) and probes
+client -> server until the connection succeeds.
+
+Why this proves the earlier changes are in force: the API server delivers the events of one
+resource type in resourceVersion order to kube-router's informers (pods, namespaces and
+NetworkPolicies each have one watch); kube-router's full sync reads all three caches and
+applies the whole filter table with one ``iptables-restore`` (and ipsets before it). A sync
+that admits the client therefore saw the three sentinel writes, hence every pod, namespace and
+NetworkPolicy change written before them. Pods must already have their IP (see
+:func:`wait_pods_ready`), because the node agent's status patch is a write of its own.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import time
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from apps.k8s.cluster.prober import Probe, probe_once
+from apps.k8s.cluster.rest import KubeRest, resource_path
+
+if TYPE_CHECKING:
+    from apps.k8s.cluster.control_plane import Cluster
+
+SYNC_NAMESPACE = "netarena-sync"
+EPOCH_LABEL = "netarena.io/sync-epoch"
+SYNC_PORT = 7
+POLL_INTERVAL_S = 0.01
+
+
+class SyncTimeoutError(TimeoutError):
+    """A bounded wait ran out of time; the message says what was still missing."""
+
+
+def wait_pods_ready(
+    api: client.ApiClient, namespaces: Iterable[str], timeout_s: float = 60.0
+) -> float:
+    """Wait until every pod in ``namespaces`` is Running, Ready and has an IP, and every
+    Deployment has all its replicas updated and available.
+
+    Returns:
+        Seconds waited.
+
+    Raises:
+        SyncTimeoutError: with the names of the pods/deployments still not ready.
+    """
+    rest = KubeRest(api)
+    start = time.monotonic()
+    names = list(namespaces)
+    while True:
+        missing: list[str] = []
+        for ns in names:
+            pods = rest.get(resource_path("pods", ns))["items"]
+            for pod in pods:
+                st = pod.get("status") or {}
+                ready = any(
+                    c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in st.get("conditions") or []
+                )
+                if pod["metadata"].get("deletionTimestamp") or not (
+                    st.get("phase") == "Running" and ready and st.get("podIP")
+                ):
+                    missing.append(f"pod {ns}/{pod['metadata']['name']}")
+            deps = rest.get(resource_path("deployments", ns))["items"]
+            for dep in deps:
+                want = dep["spec"].get("replicas", 1)
+                st = dep.get("status") or {}
+                if (
+                    st.get("observedGeneration", 0) < dep["metadata"].get("generation", 0)
+                    or st.get("updatedReplicas", 0) != want
+                    or st.get("availableReplicas", 0) != want
+                    or st.get("replicas", 0) != want
+                ):
+                    missing.append(f"deployment {ns}/{dep['metadata']['name']}")
+        if not missing:
+            return time.monotonic() - start
+        if time.monotonic() - start > timeout_s:
+            raise SyncTimeoutError(f"not ready after {timeout_s} s: {', '.join(missing[:10])}")
+        time.sleep(0.05)
+
+
+class DataplaneSync:
+    """The sentinel of one cluster; see the module docstring."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.api = cluster.api_client()
+        self.rest = KubeRest(self.api)
+
+    def install(self, timeout_s: float = 60.0) -> float:
+        """Create the sentinel objects (idempotent) and pass one barrier.
+
+        Returns:
+            Seconds taken. Raises :class:`SyncTimeoutError` if kube-router does not enforce.
+        """
+        start = time.monotonic()
+        epoch = "init"
+        rest = self.rest
+        rest.create_or_keep(
+            resource_path("namespaces"),
+            {"metadata": {"name": SYNC_NAMESPACE, "labels": {EPOCH_LABEL: epoch}}},
+        )
+        # The ServiceAccount admission plugin rejects pods until the "default" ServiceAccount
+        # exists; the controller-manager creates it shortly after the namespace.
+        while True:
+            try:
+                rest.get(resource_path("serviceaccounts", SYNC_NAMESPACE, "default"))
+                break
+            except ApiException as exc:
+                if exc.status != 404 or time.monotonic() - start > timeout_s:
+                    raise
+            time.sleep(0.05)
+        for role, labels, port in (
+            ("server", {"app": "sync-server"}, SYNC_PORT),
+            ("client", {"app": "sync-client", EPOCH_LABEL: epoch}, None),
+        ):
+            container: dict[str, Any] = {"name": "c", "image": "netarena/none"}
+            if port:
+                container["ports"] = [{"containerPort": port, "protocol": "TCP"}]
+            rest.create_or_keep(
+                resource_path("pods", SYNC_NAMESPACE),
+                {"metadata": {"name": f"sync-{role}", "labels": labels},
+                 "spec": {"containers": [container]}},
+            )
+        rest.create_or_keep(resource_path("networkpolicies", SYNC_NAMESPACE), self._policy(epoch))
+        wait_pods_ready(self.api, [SYNC_NAMESPACE], max(1.0, timeout_s - _since(start)))
+        self.barrier(max(1.0, timeout_s - _since(start)))
+        return time.monotonic() - start
+
+    def barrier(self, timeout_s: float = 30.0) -> float:
+        """Return once the dataplane reflects every pod, namespace and NetworkPolicy write made
+        before this call (serialised across processes by a lock file).
+
+        Returns:
+            Seconds from the sentinel writes to the first admitted probe.
+
+        Raises:
+            SyncTimeoutError: if that does not happen within ``timeout_s``.
+        """
+        lock_path = self.cluster.config.run_dir / "sync.lock"
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock_path, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._barrier_locked(timeout_s)
+
+    def _barrier_locked(self, timeout_s: float) -> float:
+        epoch = uuid.uuid4().hex[:16]
+        start = time.monotonic()
+        rest = self.rest
+        label_patch = {"metadata": {"labels": {EPOCH_LABEL: epoch}}}
+        rest.patch(resource_path("namespaces", name=SYNC_NAMESPACE), label_patch)
+        rest.patch(resource_path("pods", SYNC_NAMESPACE, "sync-client"), label_patch)
+        rest.replace(
+            resource_path("networkpolicies", SYNC_NAMESPACE, "sync-gate"), self._policy(epoch)
+        )
+        pods = {
+            p["metadata"]["name"]: p
+            for p in rest.get(resource_path("pods", SYNC_NAMESPACE))["items"]
+        }
+        try:
+            netns = self.cluster.config.pod_netns_prefix + pods["sync-client"]["metadata"]["uid"]
+            server_ip = pods["sync-server"]["status"]["podIP"]
+        except KeyError as exc:
+            raise SyncTimeoutError(f"sentinel pods missing in {SYNC_NAMESPACE}: {exc}") from exc
+        probe = Probe(netns, server_ip, SYNC_PORT)
+        while not probe_once(probe, timeout_s=0.2):
+            if time.monotonic() - start > timeout_s:
+                raise SyncTimeoutError(f"dataplane did not converge within {timeout_s} s")
+            time.sleep(POLL_INTERVAL_S)
+        return time.monotonic() - start
+
+    @staticmethod
+    def _policy(epoch: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "sync-gate", "namespace": SYNC_NAMESPACE},
+            "spec": {
+                "podSelector": {"matchLabels": {"app": "sync-server"}},
+                "policyTypes": ["Ingress"],
+                "ingress": [{
+                    "from": [{
+                        "podSelector": {"matchLabels": {EPOCH_LABEL: epoch}},
+                        "namespaceSelector": {"matchLabels": {EPOCH_LABEL: epoch}},
+                    }],
+                    "ports": [{"protocol": "TCP", "port": SYNC_PORT}],
+                }],
+            },
+        }
+
+
+def _since(start: float) -> float:
+    return time.monotonic() - start
+
