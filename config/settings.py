@@ -135,4 +135,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("DJANGO_LOG_LEVEL", default="INFO")},
+    # One line per agent request is noise; failures are recorded on the episode instead.
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpcore")},
 }

@@ -66,6 +66,7 @@ class Command(BaseCommand):
         )
         deadline = time.monotonic() + options["timeout_s"]
         submissions = Submission.objects.filter(round=evaluation_round)
+        last_done = -1
         while submissions.exclude(status__in=["finished", "failed"]).exists():
             if time.monotonic() > deadline:
                 raise CommandError(
@@ -77,10 +78,10 @@ class Command(BaseCommand):
                 .count()
             )
             total = Episode.objects.filter(submission__round=evaluation_round).count()
-            self.stdout.write(f"  {done}/{total} episodes done", ending="\r")
-            self.stdout.flush()
+            if done != last_done:
+                self.stdout.write(f"  {done}/{total} episodes done")
+                last_done = done
             time.sleep(1.0)
-        self.stdout.write("")
         for submission in submissions:
             if submission.status == "failed":
                 self.stdout.write(f"{submission}: FAILED: {submission.error}")
