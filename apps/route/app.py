@@ -30,7 +30,7 @@ from evaluator.types import JSON, Query, StepResult, Verdict
 
 from apps.route import agents
 from apps.route.faults import LEVEL_LABELS, level_of, sample_ground_truth, with_prefix
-from apps.route.network import RouteNetwork
+from apps.route.network import SETTLE_S, RouteNetwork
 from apps.route.probe import PingallResult
 from apps.route.sandbox import (
     COMMAND_TIMEOUT_S,
@@ -107,8 +107,10 @@ class RouteEpisode(Episode):
         self.setup_s = 0.0
 
     # helpers ------------------------------------------------------------------------------
-    def _probe(self) -> PingallResult:
-        return self.network.pingall(timeout_s=self.probe_timeout_s)
+    def _probe(self, *, settle: bool = False) -> PingallResult:
+        return self.network.pingall(
+            timeout_s=self.probe_timeout_s, settle_s=SETTLE_S if settle else 0.0
+        )
 
     def _resolve_machine(self, name: str) -> tuple[str | None, str | None]:
         topo = self.network.topology
@@ -151,7 +153,11 @@ class RouteEpisode(Episode):
                 if status != 0:
                     self.close()
                     raise EmulatorError(f"fault injection failed: {command}: {output}")
-        self._initial = self._last = self._probe()
+        if any(f["label"] == "DT" and f["method"] == 4 for f in self.query.ground_truth["faults"]):
+            # drain the shaper's token bucket, so that the one frame its burst lets through
+            # does not count a pair as reachable in the baseline of the safety check
+            self._probe()
+        self._initial = self._last = self._probe(settle=True)
         if self._initial.lost == 0:
             self.close()
             raise EmulatorError(f"injected faults {self.query.label} did not break pingall")
@@ -203,7 +209,7 @@ class RouteEpisode(Episode):
             info["error"] = "refused"
             reason = problem or refusal
             return self._finish_step(n, f"Step {n}: refused: {reason}", info)
-        before_state = self.network.fingerprint(machine)
+        before_state = self.network.fingerprint_parts(machine)
         before = self._last
         result = run_sandboxed(
             self.network.pid_of(machine),
@@ -211,8 +217,11 @@ class RouteEpisode(Episode):
             timeout_s=self.command_timeout_s,
             output_cap_bytes=self.output_cap_bytes,
         )
-        changed = self.network.fingerprint(machine) != before_state
-        after = self._probe()
+        after_state = self.network.fingerprint_parts(machine)
+        changed = after_state != before_state
+        # link or qdisc changes take effect through the kernel's link-watch (<= 1 s later)
+        link_changed = after_state[0] != before_state[0] or after_state[4] != before_state[4]
+        after = self._probe(settle=link_changed)
         self._last = after
         newly_lost = sorted(f"{a}->{b}" for a, b in before.reachable - after.reachable)
         safe_step = not (changed and newly_lost)

@@ -36,6 +36,8 @@ LOCK_DIR = Path(os.environ.get("NETARENA_ROUTE_LOCK_DIR", "/run/netarena-route")
 #: Prefixes look like ``n<3 base-36 chars>_`` (46,656 values, 5 characters).
 PREFIX_RE = re.compile(r"^n[0-9a-z]{3}_$")
 _ALPHABET = string.digits + string.ascii_lowercase
+#: Wait before re-probing after a configuration change (Linux link-watch delay is <= 1 s).
+SETTLE_S = 1.2
 #: Default per-command timeout of evaluator-side commands (seconds).
 EXEC_TIMEOUT_S = 10.0
 
@@ -292,15 +294,34 @@ class RouteNetwork:
             return 124, f"timed out after {timeout_s} s"
         return proc.returncode, (proc.stdout + proc.stderr).strip()
 
-    def pingall(self, *, timeout_s: float = 0.25, attempts: int = 2) -> PingallResult:
-        """Probe every ordered pair of machines (hosts and r0). See :func:`probe.pingall`."""
+    def pingall(
+        self, *, timeout_s: float = 0.25, attempts: int = 2, settle_s: float = 0.0
+    ) -> PingallResult:
+        """Probe every ordered pair of machines (hosts and r0). See :func:`probe.pingall`.
+
+        ``settle_s``: when some pair did not answer, wait until ``settle_s`` seconds after the
+        call and probe once more, returning the later result. Use it right after a
+        configuration change: the kernel applies carrier changes (and attaches the qdisc of
+        an interface brought up) from its link-watch work, up to one second later.
+        """
+        started = time.perf_counter()
         ips = {name: self.topology.probe_ip(name) for name in self.pids}
-        return pingall(self.pids, ips, timeout_s=timeout_s, attempts=attempts)
+        result = pingall(self.pids, ips, timeout_s=timeout_s, attempts=attempts)
+        if result.lost and settle_s > 0:
+            time.sleep(max(0.0, started + settle_s - time.perf_counter()))
+            result = pingall(self.pids, ips, timeout_s=timeout_s, attempts=attempts)
+            result.elapsed_s = time.perf_counter() - started
+        return result
 
     def fingerprint(self, machine: str) -> str:
+        """:meth:`fingerprint_parts` joined into one string."""
+        return "\n---\n".join(self.fingerprint_parts(machine))
+
+    def fingerprint_parts(self, machine: str) -> list[str]:
         """Text snapshot of ``machine``'s network configuration (links, IPv4 addresses, routes,
         rules, qdiscs, netfilter rules and non-default policies, forwarding), used to tell
-        whether a step changed state. IPv6 link-local noise is left out.
+        whether a step changed state. IPv6 link-local noise is left out. Returns seven texts:
+        links, addresses, routes, rules, qdiscs, iptables, forwarding.
         """
         parts = []
         for argv in (
@@ -323,4 +344,4 @@ class RouteNetwork:
             if argv[:2] == ["ip", "-d"]:
                 out = re.sub(r"\b(valid_lft|preferred_lft) \S+", "", out)
             parts.append(out)
-        return "\n---\n".join(parts)
+        return parts
