@@ -77,8 +77,14 @@ def sem_interval(outcomes: Sequence[bool | float], confidence: float = CONFIDENC
     return Interval(mean, low, high, n)
 
 
-def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
-    """Student-t interval of a mean (latency in seconds, steps); one value gives a zero width."""
+def mean_interval(
+    values: Sequence[float], confidence: float = CONFIDENCE, floor: float | None = 0.0
+) -> Interval:
+    """Student-t interval of a mean (latency in seconds, steps); one value gives a zero width.
+
+    ``floor`` clips the lower bound (latencies and step counts cannot be negative); pass
+    ``None`` for quantities without one.
+    """
     n = len(values)
     if n == 0:
         return Interval(_NAN, _NAN, _NAN, 0)
@@ -89,6 +95,8 @@ def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> In
     if sem == 0.0:
         return Interval(mean, mean, mean, n)
     low, high = scipy_stats.t.interval(confidence, n - 1, loc=mean, scale=sem)
+    if floor is not None:
+        low = max(floor, low)
     return Interval(mean, float(low), float(high), n)
 
 

@@ -53,3 +53,9 @@ def test_tie_ranks_group_overlapping_intervals():
     empty = Interval(float("nan"), float("nan"), float("nan"), 0)
     assert tie_ranks([a, b, c, empty]) == [1, 1, 3, 4]
     assert tie_ranks([c, a], higher_is_better=False) == [1, 2]
+
+
+def test_mean_interval_lower_bound_is_clipped_at_the_floor():
+    spread = [0.0, 0.0, 0.0, 3.0]
+    assert mean_interval(spread).low == 0.0
+    assert mean_interval(spread, floor=None).low < 0.0
