@@ -46,7 +46,8 @@ ALLOWED_TOOLS = (
 )  # fmt: skip
 
 _SHELL_CHARS = re.compile(r"[;&|<>`$\n\r\\]")
-_SYSCTL_KEY = re.compile(r"^net[./][A-Za-z0-9_./-]+(=[^\s]*)?$")
+#: ``net.a.b`` or ``net/a/b``; segments cannot be empty or ``..`` (no way out of net.*).
+_SYSCTL_KEY = re.compile(r"^net(?:(?:\.[A-Za-z0-9_-]+)+|(?:/[A-Za-z0-9_-]+)+)(=\S*)?$")
 _IP_REFUSED = {
     "netns", "-n", "-netns", "--netns", "-b", "-batch", "--batch", "vrf", "monitor", "exec",
     "-force", "--force", "mptcp", "xfrm",
@@ -220,7 +221,9 @@ def _bwrap_argv() -> list[str]:
         elif os.path.exists(secret):
             argv += ["--ro-bind", "/dev/null", secret]
     argv += [
-        "--proc", "/proc", "--bind", "/proc/sys/net", "/proc/sys/net", "--dev", "/dev",
+        # /proc/sys read-only (kernel.* etc. are global), then the per-namespace net.* writable
+        "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
+        "--bind", "/proc/sys/net", "/proc/sys/net", "--dev", "/dev",
         "--tmpfs", "/tmp", "--tmpfs",  # noqa: S108 - a private tmpfs
         "/run", "--tmpfs", "/sys", "--dir", "/var",
         "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
