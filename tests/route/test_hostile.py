@@ -109,6 +109,7 @@ def test_sandbox_layer_itself_is_read_only_private_and_bounded() -> None:
     canary_tmp = Path(f"/tmp/netarena-canary-{secrets.token_hex(4)}")
     canary_etc.write_text("x")
     canary_tmp.write_text("x")
+    host_before = _host_state()
     episode = APP.episode(query)
     assert isinstance(episode, RouteEpisode)
     try:
@@ -141,4 +142,4 @@ def test_sandbox_layer_itself_is_read_only_private_and_bounded() -> None:
     finally:
         canary_etc.unlink()
         canary_tmp.unlink()
-    assert Path("/proc/sys/net/ipv4/ip_forward").read_text().strip() == "1"
+    assert _host_state() == host_before
