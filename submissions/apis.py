@@ -52,7 +52,7 @@ class AgentCreateApi(APIView):
         serializer = AgentCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        team = Team.objects.filter(name=data["team"], members=request.user).first()
+        team = Team.objects.filter(name=data["team"], members=request.user.pk).first()
         if team is None:
             return _error("you are not a member of this team", "not_team_member", 403)
         try:
@@ -95,7 +95,7 @@ class SubmissionCreateApi(APIView):
         serializer = SubmissionCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        agent = Agent.objects.filter(pk=data["agent"], team__members=request.user).first()
+        agent = Agent.objects.filter(pk=data["agent"], team__members=request.user.pk).first()
         if agent is None:
             return _error("no such agent among your teams", "not_your_agent", 403)
         open_statuses = [Submission.Status.QUEUED, Submission.Status.RUNNING]
