@@ -30,7 +30,7 @@ from evaluator.types import JSON, Query, StepResult, Verdict
 
 from apps.route import agents
 from apps.route.faults import LEVEL_LABELS, level_of, sample_ground_truth, with_prefix
-from apps.route.network import SETTLE_S, RouteNetwork
+from apps.route.network import RouteNetwork
 from apps.route.probe import PingallResult
 from apps.route.sandbox import (
     COMMAND_TIMEOUT_S,
@@ -105,12 +105,13 @@ class RouteEpisode(Episode):
         self._started = 0.0
         self._last_step_end = 0.0
         self.setup_s = 0.0
+        self._settle_s = 0.0
 
     # helpers ------------------------------------------------------------------------------
-    def _probe(self, *, settle: bool = False) -> PingallResult:
-        return self.network.pingall(
-            timeout_s=self.probe_timeout_s, settle_s=SETTLE_S if settle else 0.0
-        )
+    def _probe(self, settle_on: str | None = None) -> PingallResult:
+        if settle_on is not None:
+            self._settle_s += self.network.wait_links_settled(settle_on)
+        return self.network.pingall(timeout_s=self.probe_timeout_s)
 
     def _resolve_machine(self, name: str) -> tuple[str | None, str | None]:
         topo = self.network.topology
@@ -157,7 +158,7 @@ class RouteEpisode(Episode):
             # drain the shaper's token bucket, so that the one frame its burst lets through
             # does not count a pair as reachable in the baseline of the safety check
             self._probe()
-        self._initial = self._last = self._probe(settle=True)
+        self._initial = self._last = self._probe(settle_on=topo.router)
         if self._initial.lost == 0:
             self.close()
             raise EmulatorError(f"injected faults {self.query.label} did not break pingall")
@@ -221,7 +222,7 @@ class RouteEpisode(Episode):
         changed = after_state != before_state
         # link or qdisc changes take effect through the kernel's link-watch (<= 1 s later)
         link_changed = after_state[0] != before_state[0] or after_state[4] != before_state[4]
-        after = self._probe(settle=link_changed)
+        after = self._probe(settle_on=machine if link_changed else None)
         self._last = after
         newly_lost = sorted(f"{a}->{b}" for a, b in before.reachable - after.reachable)
         safe_step = not (changed and newly_lost)
@@ -292,6 +293,7 @@ class RouteEpisode(Episode):
                 "unparseable_steps": self._unparseable,
                 "stopped_by_agent": self._stopped_by_agent,
                 "setup_s": round(self.setup_s, 4),
+                "link_settle_s": round(self._settle_s, 4),
             },
         )
 

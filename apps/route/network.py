@@ -36,7 +36,7 @@ LOCK_DIR = Path(os.environ.get("NETARENA_ROUTE_LOCK_DIR", "/run/netarena-route")
 #: Prefixes look like ``n<3 base-36 chars>_`` (46,656 values, 5 characters).
 PREFIX_RE = re.compile(r"^n[0-9a-z]{3}_$")
 _ALPHABET = string.digits + string.ascii_lowercase
-#: Wait before re-probing after a configuration change (Linux link-watch delay is <= 1 s).
+#: Longest wait for link state changes to take effect (Linux link-watch delay is <= 1 s).
 SETTLE_S = 1.2
 #: Default per-command timeout of evaluator-side commands (seconds).
 EXEC_TIMEOUT_S = 10.0
@@ -294,24 +294,50 @@ class RouteNetwork:
             return 124, f"timed out after {timeout_s} s"
         return proc.returncode, (proc.stdout + proc.stderr).strip()
 
-    def pingall(
-        self, *, timeout_s: float = 0.25, attempts: int = 2, settle_s: float = 0.0
-    ) -> PingallResult:
-        """Probe every ordered pair of machines (hosts and r0). See :func:`probe.pingall`.
+    def pingall(self, *, timeout_s: float = 0.25, attempts: int = 2) -> PingallResult:
+        """Probe every ordered pair of machines (hosts and r0). See :func:`probe.pingall`."""
+        ips = {name: self.topology.probe_ip(name) for name in self.pids}
+        return pingall(self.pids, ips, timeout_s=timeout_s, attempts=attempts)
 
-        ``settle_s``: when some pair did not answer, wait until ``settle_s`` seconds after the
-        call and probe once more, returning the later result. Use it right after a
-        configuration change: the kernel applies carrier changes (and attaches the qdisc of
-        an interface brought up) from its link-watch work, up to one second later.
+    def _links_pending(self, machine: str) -> bool:
+        status, out = self.exec(machine, ["ip", "-o", "link", "show"])
+        lines = out.splitlines() if status == 0 else []
+        for name in list_interfaces():
+            if name.startswith(self.topology.prefix):
+                try:
+                    flags = int(Path(f"/sys/class/net/{name}/flags").read_text(), 16)
+                    carrier = Path(f"/sys/class/net/{name}/carrier").read_text().strip()
+                    oper = Path(f"/sys/class/net/{name}/operstate").read_text().strip()
+                except OSError:
+                    continue
+                if flags & 0x1 and carrier == "1" and oper not in ("up", "unknown"):
+                    return True
+        for line in lines:
+            match = re.search(r"<([^>]*)>.*\bstate (\S+)", line)
+            if match is None:
+                continue
+            flags_list = match.group(1).split(",")
+            if "UP" in flags_list and "LOWER_UP" in flags_list:
+                if match.group(2) not in ("UP", "UNKNOWN"):
+                    return True
+        return False
+
+    def wait_links_settled(self, machine: str, timeout_s: float = SETTLE_S) -> float:
+        """Wait until no interface of ``machine`` or of this network's switches is between
+        states; return the seconds waited.
+
+        The kernel applies carrier changes -- and attaches the queueing discipline of an
+        interface that came up -- from its link-watch work, up to one second after the
+        command returned; until then packets through that interface are dropped. An
+        interface that is administratively up with carrier but whose operational state is
+        not yet "up" is in that window.
         """
         started = time.perf_counter()
-        ips = {name: self.topology.probe_ip(name) for name in self.pids}
-        result = pingall(self.pids, ips, timeout_s=timeout_s, attempts=attempts)
-        if result.lost and settle_s > 0:
-            time.sleep(max(0.0, started + settle_s - time.perf_counter()))
-            result = pingall(self.pids, ips, timeout_s=timeout_s, attempts=attempts)
-            result.elapsed_s = time.perf_counter() - started
-        return result
+        while self._links_pending(machine):
+            if time.perf_counter() - started >= timeout_s:
+                break
+            time.sleep(0.02)
+        return time.perf_counter() - started
 
     def fingerprint(self, machine: str) -> str:
         """:meth:`fingerprint_parts` joined into one string."""

@@ -84,3 +84,26 @@ def host_footprint() -> dict[str, object]:
         "iptables_rules": sorted(x for x in rules.stdout.splitlines() if x.startswith("-A")),
         "all_interfaces": interfaces,
     }
+
+
+def run_oracle_episode_in_subprocess(query_data: dict[str, object]) -> dict[str, object]:
+    """Worker for process pools: run one oracle episode of ``query_data`` (``Query.to_dict``).
+
+    Returns the prefix used, the verdict figures and the process id.
+    """
+    from apps.route.app import RouteApp
+    from evaluator.runner import run_episode
+    from evaluator.types import Query
+
+    app = RouteApp()
+    query = Query.from_dict(query_data)
+    result = run_episode(
+        app, query, FunctionClient(lambda m: app.oracle_reply(query.ground_truth, m))
+    )
+    return {
+        "pid": os.getpid(),
+        "prefix": result.details["prefix"],
+        "correct": result.correct,
+        "safe": result.safe,
+        "steps": result.steps,
+    }

@@ -19,7 +19,7 @@ from apps.route.faults import (
     sample_ground_truth,
     with_prefix,
 )
-from apps.route.network import SETTLE_S, RouteNetwork
+from apps.route.network import RouteNetwork
 from apps.route.topology import RouteTopology
 from tests.route.helpers import require_emulator
 
@@ -54,7 +54,8 @@ def test_every_method_breaks_pingall_and_its_repair_restores_it(switches: int, h
                 broken = net.pingall()
                 assert broken.lost > 0, f"{label}-{method} {fault['params']} left pingall intact"
                 _apply(net, fault["repair"])
-                healed = net.pingall(settle_s=SETTLE_S)
+                net.wait_links_settled(net.topology.router)
+                healed = net.pingall()
                 assert healed.lost == 0, f"{label}-{method} repair left {healed.render()}"
                 assert net.fingerprint(net.topology.router) == baseline, f"{label}-{method}"
 
@@ -71,5 +72,6 @@ def test_every_table5_pair_breaks_and_repairs() -> None:
                 _apply(net, fault["inject"])
             assert net.pingall().lost > 0, labels
             _apply(net, truth["repair"])
-            assert net.pingall(settle_s=SETTLE_S).lost == 0, labels
+            net.wait_links_settled(net.topology.router)
+            assert net.pingall().lost == 0, labels
             assert net.fingerprint(net.topology.router) == baseline, labels

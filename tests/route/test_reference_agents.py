@@ -1,0 +1,108 @@
+"""100 episodes on real Mininet: oracle / null / heuristic figures, then nothing leaked.
+
+45 oracle episodes (3 per Table 5 label, all levels), 15 null episodes (1 per label),
+15 heuristic episodes (level 1, 3 per label) and 25 episodes of an agent that litters its
+nodes (extra veths, iptables rules, qdiscs, timeouts). Afterwards the host must show no
+interface, bridge, node shell, namespace, lock file, descriptor, child process or iptables
+rule more than before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from apps.route.app import RouteApp
+from evaluator.runner import EpisodeResult, run_episode
+from tests.route.helpers import FunctionClient, ScriptClient, host_footprint, require_emulator
+
+pytestmark = [pytest.mark.root, pytest.mark.netns, pytest.mark.slow]
+
+APP = RouteApp()
+
+
+@pytest.fixture(autouse=True)
+def _emulator() -> None:
+    require_emulator()
+
+
+def _children() -> int:
+    me = str(os.getpid())
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if stat.rsplit(")", 1)[1].split()[1] == me:
+                count += 1
+    return count
+
+
+LITTER = [
+    json.dumps({"machine": "r0", "command": "ip link add junk0 type veth peer name junk1"}),
+    json.dumps({"machine": "h1", "command": "iptables -A OUTPUT -d 10.9.9.9 -j DROP"}),
+    json.dumps({"machine": "r0", "command": "ip link add br-junk type bridge"}),
+    json.dumps(
+        {
+            "machine": "h2",
+            "command": "tc qdisc add dev lo root tbf rate 1mbit burst 1600 latency 1s",
+        }
+    ),
+    json.dumps({"machine": "r0", "command": "ip monitor"}),
+    json.dumps({"machine": "r0", "command": "ss -K dst 192.168.1.100"}),
+]
+
+
+def test_oracle_null_heuristic_over_100_episodes_and_no_leaks() -> None:
+    before = host_footprint()
+    children_before = _children()
+    results: dict[str, list[EpisodeResult]] = {"oracle": [], "null": [], "heuristic": []}
+    for query in APP.generate(45, seed=2026):
+        client = FunctionClient(lambda m, q=query: APP.oracle_reply(q.ground_truth, m))
+        results["oracle"].append(run_episode(APP, query, client))
+    for query in APP.generate(15, seed=2027):
+        results["null"].append(run_episode(APP, query, FunctionClient(APP.null_reply)))
+    for query in APP.generate(15, seed=2028, level=1):
+        results["heuristic"].append(run_episode(APP, query, FunctionClient(APP.heuristic_reply)))
+    small = RouteApp(switches=(2, 2), hosts=(2, 2))
+    for query in small.generate(25, seed=2029):
+        result = run_episode(small, query, ScriptClient(list(LITTER)), max_steps=len(LITTER))
+        assert not result.correct and result.steps == len(LITTER)
+
+    oracle = results["oracle"]
+    assert len({r.labels[0] if len(r.labels) == 1 else "+".join(r.labels) for r in oracle}) == 15
+    bad = [(r.labels, r.details) for r in oracle if not (r.correct and r.safe)]
+    assert not bad, bad
+    assert all(r.failure is None for r in oracle)
+    assert not any(r.correct for r in results["null"])
+    assert all(r.safe and r.steps == 1 for r in results["null"])
+    heuristic = results["heuristic"]
+    solved = Counter(r.labels[0] for r in heuristic if r.correct)
+    print(  # the figure reported for the heuristic
+        f"\nheuristic level-1: {sum(solved.values())}/{len(heuristic)} correct, "
+        f"{sum(r.safe for r in heuristic)}/{len(heuristic)} safe, by label {dict(solved)}; "
+        f"oracle mean steps {sum(r.steps for r in oracle) / len(oracle):.2f}"
+    )
+    assert sum(solved.values()) >= 0.8 * len(heuristic)
+
+    after = host_footprint()
+    for key in (
+        "interfaces",
+        "bridges",
+        "mininet_shells",
+        "mininet_namespaces",
+        "locks",
+        "open_fds",
+        "iptables_rules",
+    ):
+        assert after[key] == before[key], (key, before[key], after[key])
+    interfaces = after["all_interfaces"]
+    assert isinstance(interfaces, list)
+    assert not [i for i in interfaces if i.startswith(("junk", "br-junk"))]
+    assert _children() == children_before
