@@ -31,7 +31,7 @@ from evaluator.types import JSON, Query, StepResult, Verdict
 from apps.route import agents
 from apps.route.faults import LEVEL_LABELS, level_of, sample_ground_truth, with_prefix
 from apps.route.network import RouteNetwork
-from apps.route.probe import PingallResult
+from apps.route.probe import PROBE_TIMEOUT_S, PingallResult
 from apps.route.sandbox import (
     COMMAND_TIMEOUT_S,
     OUTPUT_CAP_BYTES,
@@ -68,7 +68,7 @@ pair is reachable, or after {max_steps} steps.
 class RouteEpisode(Episode):
     """One agent attempt at one routing query on a private Mininet network.
 
-    Options: ``max_steps`` (default 10), ``probe_timeout_s`` (pingall wait per attempt, 0.25),
+    Options: ``max_steps`` (default 10), ``probe_timeout_s`` (pingall wait per attempt, 0.2),
     ``command_timeout_s`` (5), ``output_cap_bytes`` (16 KiB).
     """
 
@@ -77,7 +77,7 @@ class RouteEpisode(Episode):
         query: Query,
         *,
         max_steps: int = 10,
-        probe_timeout_s: float = 0.25,
+        probe_timeout_s: float = PROBE_TIMEOUT_S,
         command_timeout_s: float = COMMAND_TIMEOUT_S,
         output_cap_bytes: int = OUTPUT_CAP_BYTES,
     ) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from evaluator.app import DependencyMissingError, EmulatorError
 
-from apps.route.probe import PingallResult, pingall
+from apps.route.probe import PROBE_TIMEOUT_S, PingallResult, pingall
 from apps.route.topology import RouteTopology, build_mininet_topo
 
 #: Directory of per-prefix lock files (tmpfs: a reboot clears it).
@@ -294,7 +294,7 @@ class RouteNetwork:
             return 124, f"timed out after {timeout_s} s"
         return proc.returncode, (proc.stdout + proc.stderr).strip()
 
-    def pingall(self, *, timeout_s: float = 0.25, attempts: int = 2) -> PingallResult:
+    def pingall(self, *, timeout_s: float = PROBE_TIMEOUT_S, attempts: int = 2) -> PingallResult:
         """Probe every ordered pair of machines (hosts and r0). See :func:`probe.pingall`."""
         ips = {name: self.topology.probe_ip(name) for name in self.pids}
         return pingall(self.pids, ips, timeout_s=timeout_s, attempts=attempts)
@@ -344,30 +344,30 @@ class RouteNetwork:
         return "\n---\n".join(self.fingerprint_parts(machine))
 
     def fingerprint_parts(self, machine: str) -> list[str]:
-        """Text snapshot of ``machine``'s network configuration (links, IPv4 addresses, routes,
-        rules, qdiscs, netfilter rules and non-default policies, forwarding), used to tell
-        whether a step changed state. IPv6 link-local noise is left out. Returns seven texts:
-        links, addresses, routes, rules, qdiscs, iptables, forwarding.
+        """Text snapshot of ``machine``'s network configuration, used to tell whether a step
+        changed state: links, IPv4 addresses, routes (all tables), rules, qdiscs, iptables rules
+        and non-default policies, forwarding. IPv6 link-local noise and counters are left out.
+        Returns those seven texts (one trusted ``sh`` in the node's namespace).
         """
-        parts = []
-        for argv in (
-            ["ip", "-d", "link", "show"],
-            ["ip", "-4", "addr", "show"],
-            ["ip", "-4", "route", "show", "table", "all"],
-            ["ip", "-4", "rule", "show"],
-            ["tc", "qdisc", "show"],
-            ["iptables-save"],
-            ["cat", "/proc/sys/net/ipv4/ip_forward"],
-        ):
-            _status, out = self.exec(machine, argv)
-            if argv[0] == "iptables-save":
-                out = "\n".join(
-                    line
-                    for line in out.splitlines()
-                    if line.startswith("-A ")
-                    or (line.startswith(":") and not re.match(r"^:\S+ (ACCEPT|-) ", line))
-                )
-            if argv[:2] == ["ip", "-d"]:
-                out = re.sub(r"\b(valid_lft|preferred_lft) \S+", "", out)
-            parts.append(out)
-        return parts
+        script = "; echo @@; ".join(
+            [
+                "ip -d link show",
+                "ip -4 addr show",
+                "ip -4 route show table all",
+                "ip -4 rule show",
+                "tc qdisc show",
+                "iptables-save",
+                "cat /proc/sys/net/ipv4/ip_forward",
+            ]
+        )
+        _status, out = self.exec(machine, ["sh", "-c", script + " 2>&1"])
+        parts = [part.strip() for part in (out + "\n").split("@@\n")]
+        parts += [""] * (7 - len(parts))
+        parts[1] = re.sub(r"\b(valid_lft|preferred_lft) \S+", "", parts[1])
+        parts[5] = "\n".join(
+            line
+            for line in parts[5].splitlines()
+            if line.startswith("-A ")
+            or (line.startswith(":") and not re.match(r"^:\S+ (ACCEPT|-) ", line))
+        )
+        return parts[:7]

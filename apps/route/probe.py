@@ -29,6 +29,9 @@ from evaluator.app import EmulatorError
 CLONE_NEWNET = 0x40000000
 ICMP_ECHO_REQUEST = 8
 ICMP_ECHO_REPLY = 0
+#: How long one probe attempt waits for echo replies (seconds). A veth/bridge round trip takes
+#: well under a millisecond; the margin absorbs scheduling delays on a loaded 2-core machine.
+PROBE_TIMEOUT_S = 0.2
 #: Payload size of ``ping``'s default echo request (bytes).
 PING_PAYLOAD_BYTES = 56
 
@@ -145,7 +148,7 @@ def pingall(
     pids: dict[str, int],
     ips: dict[str, str],
     *,
-    timeout_s: float = 0.25,
+    timeout_s: float = PROBE_TIMEOUT_S,
     attempts: int = 2,
 ) -> PingallResult:
     """Ping every ordered pair of ``pids``' nodes concurrently and return who answered.

@@ -18,6 +18,7 @@ import pytest
 
 from apps.route.app import RouteApp
 from evaluator.runner import EpisodeResult, run_episode
+from evaluator.types import JSON
 from tests.route.helpers import FunctionClient, ScriptClient, host_footprint, require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns, pytest.mark.slow]
@@ -64,8 +65,11 @@ def test_oracle_null_heuristic_over_100_episodes_and_no_leaks() -> None:
     children_before = _children()
     results: dict[str, list[EpisodeResult]] = {"oracle": [], "null": [], "heuristic": []}
     for query in APP.generate(45, seed=2026):
-        client = FunctionClient(lambda m, q=query: APP.oracle_reply(q.ground_truth, m))
-        results["oracle"].append(run_episode(APP, query, client))
+
+        def oracle_agent(messages: list[JSON], truth: JSON = query.ground_truth) -> str:
+            return APP.oracle_reply(truth, messages)
+
+        results["oracle"].append(run_episode(APP, query, FunctionClient(oracle_agent)))
     for query in APP.generate(15, seed=2027):
         results["null"].append(run_episode(APP, query, FunctionClient(APP.null_reply)))
     for query in APP.generate(15, seed=2028, level=1):
