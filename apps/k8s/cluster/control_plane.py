@@ -108,6 +108,9 @@ class Cluster:
         cfg = self.config
         for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-router"):
             cfg.find_binary(name)
+        core = ("etcd", "kube-apiserver", "kube-controller-manager")
+        if all(current.components[n] for n in core) and self._apiserver_ready():
+            return self._restart_node_side(timeout_s)
         if any(pid is not None for pid in current.components.values()) or netns.netns_exists(
             cfg.netns
         ):
@@ -131,6 +134,26 @@ class Cluster:
         except BaseException:
             self._write_failure_note()
             raise
+        return self.status()
+
+    def _restart_node_side(self, timeout_s: float) -> ClusterStatus:
+        """Restart a dead node agent and/or kube-router; the control plane stayed up.
+
+        The agent reconciles on start (re-adopts pod namespaces, reopens listeners).
+        """
+        deadline = time.monotonic() + timeout_s
+        for name, in_netns, argv in (
+            ("node-agent", False, self._agent_argv()),
+            ("kube-router", True, self._kube_router_argv()),
+        ):
+            if processes.daemon_pid(name, self.config.run_dir, self._marker) is None:
+                processes.stop_daemon(name, self.config.run_dir, self._marker)
+                self._start(name, argv, in_netns=in_netns)
+                if name == "node-agent":
+                    self._wait_node_ready(deadline)
+        from apps.k8s.cluster.sync import DataplaneSync
+
+        DataplaneSync(self).install(timeout_s=max(1.0, deadline - time.monotonic()))
         return self.status()
 
     def down(self, timeout_s: float = 20.0) -> None:

@@ -1,17 +1,25 @@
 """Bounded waits: pods ready, and the dataplane reflecting every earlier API change.
 
 The dataplane barrier works with a sentinel: a namespace ``netarena-sync`` with a server pod,
-a client pod and a NetworkPolicy that lets the client in only when three labels agree on one
+two client pods and a NetworkPolicy that admits a client only when three labels agree on one
 fresh *epoch* value — the policy's peer selector, the client pod's label and the namespace's
-label. The barrier writes the three (after all changes it must cover) and probes
-client -> server until the connection succeeds.
+label — and only on that client's own port. Each barrier switches to the other client: it
+gives that client, the namespace and the policy a new epoch (and the client's port), then
+probes client -> server:port until the connection succeeds.
+
+Why the client and the port alternate: kube-router turns selectors into ipsets of pod IPs, so a
+stale dataplane keeps admitting the IP of the previously admitted client whatever its labels
+now say; the newly chosen client was denied under the previous epoch (its label was ``idle``).
+Its port is opened only by the new iptables rules, so the probe cannot pass on an ipset update
+alone either: it needs a sync whose ipset *and* iptables restores both succeeded and that saw
+all three writes of the new epoch.
 
 Why this proves the earlier changes are in force: the API server delivers the events of one
 resource type in resourceVersion order to kube-router's informers (pods, namespaces and
 NetworkPolicies each have one watch); kube-router's full sync reads all three caches and
 applies the whole filter table with one ``iptables-restore`` (and ipsets before it). A sync
-that admits the client therefore saw the three sentinel writes, hence every pod, namespace and
-NetworkPolicy change written before them. Pods must already have their IP (see
+that admits the new client therefore saw the three sentinel writes, hence every pod, namespace
+and NetworkPolicy change written before them. Pods must already have their IP (see
 :func:`wait_pods_ready`), because the node agent's status patch is a write of its own.
 """
 
@@ -34,8 +42,10 @@ if TYPE_CHECKING:
 
 SYNC_NAMESPACE = "netarena-sync"
 EPOCH_LABEL = "netarena.io/sync-epoch"
-SYNC_PORT = 7
+SYNC_PORTS = (7, 9)
+"""Client ``i`` probes the server on ``SYNC_PORTS[i]``."""
 POLL_INTERVAL_S = 0.01
+IDLE = "idle"
 
 
 class SyncTimeoutError(TimeoutError):
@@ -120,20 +130,32 @@ class DataplaneSync:
                 if exc.status != 404 or time.monotonic() - start > timeout_s:
                     raise
             time.sleep(0.05)
-        for role, labels, port in (
-            ("server", {"app": "sync-server"}, SYNC_PORT),
-            ("client", {"app": "sync-client", EPOCH_LABEL: epoch}, None),
+        for role, labels, ports in (
+            ("server", {"app": "sync-server"}, SYNC_PORTS),
+            ("client-0", {"app": "sync-client", EPOCH_LABEL: epoch}, ()),
+            ("client-1", {"app": "sync-client", EPOCH_LABEL: IDLE}, ()),
         ):
             container: dict[str, Any] = {"name": "c", "image": "netarena/none"}
-            if port:
-                container["ports"] = [{"containerPort": port, "protocol": "TCP"}]
+            if ports:
+                container["ports"] = [{"containerPort": p, "protocol": "TCP"} for p in ports]
             rest.create_or_keep(
                 resource_path("pods", SYNC_NAMESPACE),
                 {"metadata": {"name": f"sync-{role}", "labels": labels},
                  "spec": {"containers": [container]}},
             )
-        rest.create_or_keep(resource_path("networkpolicies", SYNC_NAMESPACE), self._policy(epoch))
+        rest.create_or_keep(
+            resource_path("networkpolicies", SYNC_NAMESPACE), self._policy(epoch, SYNC_PORTS[0])
+        )
         wait_pods_ready(self.api, [SYNC_NAMESPACE], max(1.0, timeout_s - _since(start)))
+        # Until kube-router has synced the gate policy the server is unprotected and any
+        # probe passes: first wait until the idle client is refused.
+        pods = self._pods()
+        idle = pods["sync-client-1"]
+        probe = Probe(self._netns(idle), pods["sync-server"]["status"]["podIP"], SYNC_PORTS[1])
+        while probe_once(probe, timeout_s=0.2):
+            if _since(start) > timeout_s:
+                raise SyncTimeoutError("kube-router does not enforce the sentinel policy")
+            time.sleep(POLL_INTERVAL_S)
         self.barrier(max(1.0, timeout_s - _since(start)))
         return time.monotonic() - start
 
@@ -153,26 +175,42 @@ class DataplaneSync:
             fcntl.flock(lock, fcntl.LOCK_EX)
             return self._barrier_locked(timeout_s)
 
+    def _pods(self) -> dict[str, dict[str, Any]]:
+        items = self.rest.get(resource_path("pods", SYNC_NAMESPACE))["items"]
+        return {p["metadata"]["name"]: p for p in items}
+
+    def _netns(self, pod: dict[str, Any]) -> str:
+        return self.cluster.config.pod_netns_prefix + pod["metadata"]["uid"]
+
     def _barrier_locked(self, timeout_s: float) -> float:
-        epoch = uuid.uuid4().hex[:16]
-        start = time.monotonic()
         rest = self.rest
-        label_patch = {"metadata": {"labels": {EPOCH_LABEL: epoch}}}
-        rest.patch(resource_path("namespaces", name=SYNC_NAMESPACE), label_patch)
-        rest.patch(resource_path("pods", SYNC_NAMESPACE, "sync-client"), label_patch)
-        rest.replace(
-            resource_path("networkpolicies", SYNC_NAMESPACE, "sync-gate"), self._policy(epoch)
-        )
-        pods = {
-            p["metadata"]["name"]: p
-            for p in rest.get(resource_path("pods", SYNC_NAMESPACE))["items"]
-        }
+        start = time.monotonic()
+        pods = self._pods()
+        policy_path = resource_path("networkpolicies", SYNC_NAMESPACE, "sync-gate")
         try:
-            netns = self.cluster.config.pod_netns_prefix + pods["sync-client"]["metadata"]["uid"]
+            old_epoch = rest.get(policy_path)["spec"]["ingress"][0]["from"][0]["podSelector"][
+                "matchLabels"][EPOCH_LABEL]
             server_ip = pods["sync-server"]["status"]["podIP"]
+            clients = [pods["sync-client-0"], pods["sync-client-1"]]
         except KeyError as exc:
-            raise SyncTimeoutError(f"sentinel pods missing in {SYNC_NAMESPACE}: {exc}") from exc
-        probe = Probe(netns, server_ip, SYNC_PORT)
+            raise SyncTimeoutError(f"sentinel objects missing in {SYNC_NAMESPACE}: {exc}") from exc
+        old = 0 if _labels(clients[0]).get(EPOCH_LABEL) == old_epoch else 1
+        new = 1 - old
+        epoch = uuid.uuid4().hex[:16]
+        rest.patch(
+            resource_path("namespaces", name=SYNC_NAMESPACE),
+            {"metadata": {"labels": {EPOCH_LABEL: epoch}}},
+        )
+        rest.patch(
+            resource_path("pods", SYNC_NAMESPACE, f"sync-client-{new}"),
+            {"metadata": {"labels": {EPOCH_LABEL: epoch}}},
+        )
+        rest.patch(
+            resource_path("pods", SYNC_NAMESPACE, f"sync-client-{old}"),
+            {"metadata": {"labels": {EPOCH_LABEL: IDLE}}},
+        )
+        rest.replace(policy_path, self._policy(epoch, SYNC_PORTS[new]))
+        probe = Probe(self._netns(clients[new]), server_ip, SYNC_PORTS[new])
         while not probe_once(probe, timeout_s=0.2):
             if time.monotonic() - start > timeout_s:
                 raise SyncTimeoutError(f"dataplane did not converge within {timeout_s} s")
@@ -180,7 +218,7 @@ class DataplaneSync:
         return time.monotonic() - start
 
     @staticmethod
-    def _policy(epoch: str) -> dict[str, Any]:
+    def _policy(epoch: str, port: int) -> dict[str, Any]:
         return {
             "apiVersion": "networking.k8s.io/v1",
             "kind": "NetworkPolicy",
@@ -193,10 +231,15 @@ class DataplaneSync:
                         "podSelector": {"matchLabels": {EPOCH_LABEL: epoch}},
                         "namespaceSelector": {"matchLabels": {EPOCH_LABEL: epoch}},
                     }],
-                    "ports": [{"protocol": "TCP", "port": SYNC_PORT}],
+                    "ports": [{"protocol": "TCP", "port": port}],
                 }],
             },
         }
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, str]:
+    labels: dict[str, str] = obj["metadata"].get("labels") or {}
+    return labels
 
 
 def _since(start: float) -> float:

@@ -1,0 +1,61 @@
+"""Session fixture: one embedded cluster for the whole k8s test run, torn down at the end.
+
+Missing binaries or root skip the tests locally and fail them under ``CI=true``
+(see :func:`tests.conftest.require`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from apps.k8s.cluster.config import ClusterConfig
+from apps.k8s.cluster.control_plane import Cluster
+from tests.conftest import require, require_root, require_tool
+
+
+def kubectl(
+    *args: str, kubeconfig: Path, stdin: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run the real ``kubectl`` with ``kubeconfig``; raise with its stderr if ``check`` fails."""
+    proc = subprocess.run(
+        ["kubectl", f"--kubeconfig={kubeconfig}", "--request-timeout=30s", *args],
+        input=stdin, capture_output=True, text=True, timeout=120, check=False,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
+    return proc
+
+
+def host_firewall_snapshot() -> str:
+    """iptables rules and ipset names of the root network namespace."""
+    rules = subprocess.run(["iptables-save"], capture_output=True, text=True, check=False)
+    sets = subprocess.run(["ipset", "list", "-n"], capture_output=True, text=True, check=False)
+    lines = [ln for ln in rules.stdout.splitlines() if not ln.startswith(("#", ":"))]
+    return "\n".join(lines) + "\n--ipsets--\n" + sets.stdout
+
+
+@pytest.fixture(scope="session")
+def host_firewall_before() -> str:
+    """The host's firewall before the cluster first came up."""
+    require_root()
+    return host_firewall_snapshot()
+
+
+@pytest.fixture(scope="session")
+def cluster(host_firewall_before: str) -> Iterator[Cluster]:
+    """The running cluster, shared by every k8s test."""
+    require_root()
+    require_tool("kubectl")
+    require_tool("iptables")
+    require_tool("ipset")
+    config = ClusterConfig()
+    missing = config.missing_binaries()
+    require(not missing, f"cluster binaries missing: {missing}; run scripts/build_k8s.sh")
+    instance = Cluster(config)
+    instance.up()
+    yield instance
+    instance.down()
