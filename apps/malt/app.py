@@ -43,6 +43,7 @@ from apps.malt.checks import (
     is_graph_shaped,
     parse_graph,
 )
+from apps.malt.examples import EXAMPLES, FEW_SHOT_SEED
 from apps.malt.extract import extract_code
 from apps.malt.oracle import oracle_reply_text
 from apps.malt.overlay import TopologyView
@@ -112,6 +113,17 @@ class MaltApp(App):
     def null_reply(self, history: list[JSON]) -> str:
         """Well-formed code that returns ``{"answer": None}`` (incorrect on every query)."""
         return NULL_REPLY
+
+    def few_shot_examples(self) -> list[tuple[str, str]]:
+        """Worked examples for few-shot prompting: one (question, answer) pair per level.
+
+        The questions come from the reserved seed ``FEW_SHOT_SEED`` (scored queries use
+        non-negative seeds) and the answers are hand-written (:mod:`apps.malt.examples`).
+        """
+        return [
+            (self._query(FEW_SHOT_SEED, index).ground_truth["question"], reply)
+            for index, reply in EXAMPLES
+        ]
 
 
 class MaltEpisode(Episode):

@@ -1,0 +1,38 @@
+"""The hand-written few-shot examples answer their queries correctly and safely."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.malt.app import MaltApp
+from apps.malt.examples import EXAMPLES, FEW_SHOT_SEED
+from evaluator.agents.base import AgentClient, AgentReply
+from evaluator.runner import run_episode
+from tests.conftest import require_root, require_tool
+
+
+class Replay(AgentClient):
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def complete(self, messages, *, episode_id):
+        return AgentReply(self.text, 0.0)
+
+
+def test_one_example_per_level_with_its_question():
+    app = MaltApp()
+    examples = app.few_shot_examples()
+    levels = [app._query(FEW_SHOT_SEED, index).level for index, _ in EXAMPLES]
+    assert sorted(levels) == [1, 2, 3]
+    for (question, answer), (index, reply) in zip(examples, EXAMPLES, strict=True):
+        assert question == app._query(FEW_SHOT_SEED, index).ground_truth["question"]
+        assert answer == reply and "def process_graph" in answer
+
+
+@pytest.mark.parametrize(("index", "reply"), EXAMPLES, ids=[str(i) for i, _ in EXAMPLES])
+def test_example_is_correct_and_safe_in_the_sandbox(index, reply):
+    require_root()
+    require_tool("bwrap")
+    app = MaltApp()
+    result = run_episode(app, app._query(FEW_SHOT_SEED, index), Replay(reply))
+    assert result.correct and result.safe, (result.failure, result.details)
