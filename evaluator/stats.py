@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import cache
 
 from scipy import stats as scipy_stats
 
@@ -47,8 +48,18 @@ class Interval:
 _NAN = float("nan")
 
 
+@cache
+def _z(confidence: float) -> float:
+    """Two-sided standard-normal quantile (1.959964 for 95%)."""
+    return float(scipy_stats.norm.ppf(0.5 + confidence / 2))
+
+
 def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> Interval:
-    """Wilson score interval of a binomial rate (via ``scipy.stats.binomtest``).
+    """Wilson score interval of a binomial rate.
+
+    Closed form (Wilson 1927), identical to ``scipy.stats.binomtest(...).proportion_ci(
+    method="wilson")`` (a test checks this) but ~100x cheaper, which matters on pages that
+    show hundreds of intervals.
 
     Raises:
         ValueError: ``successes`` outside ``[0, n]``.
@@ -57,8 +68,12 @@ def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> I
         return Interval(_NAN, _NAN, _NAN, 0)
     if not 0 <= successes <= n:
         raise ValueError(f"successes={successes} outside [0, {n}]")
-    ci = scipy_stats.binomtest(successes, n).proportion_ci(confidence, method="wilson")
-    return Interval(successes / n, float(ci.low), float(ci.high), n)
+    z = _z(confidence)
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half), n)
 
 
 def sem_interval(outcomes: Sequence[bool | float], confidence: float = CONFIDENCE) -> Interval:
@@ -70,7 +85,7 @@ def sem_interval(outcomes: Sequence[bool | float], confidence: float = CONFIDENC
     values = [float(v) for v in outcomes]
     mean = sum(values) / n
     sem = float(scipy_stats.sem(values, ddof=0)) if n > 1 else 0.0
-    z = float(scipy_stats.norm.ppf(0.5 + confidence / 2))
+    z = _z(confidence)
     low, high = mean - z * sem, mean + z * sem
     if all(v in (0.0, 1.0) for v in values):
         low, high = max(0.0, low), min(1.0, high)

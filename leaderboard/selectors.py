@@ -7,10 +7,9 @@ app (so a new round replaces older numbers). Episodes the evaluator could not ru
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-
-from django.db.models import Count, Q, Sum
 
 from evaluator.registry import app_ids
 from evaluator.stats import Interval, mean_interval, tie_ranks, wilson_interval
@@ -53,43 +52,42 @@ def latest_submissions(*, app_id: str) -> list[Submission]:
 
 
 def standings(*, app_id: str) -> list[Standing]:
-    """Per-app standings ordered by tie rank, then correctness, then safety."""
+    """Per-app standings ordered by tie rank, then correctness, then safety.
+
+    One query fetches the verdicts of every chosen submission; the aggregation runs in Python
+    (a few thousand rows per app).
+    """
+    chosen = {s.pk: s for s in latest_submissions(app_id=app_id)}
+    verdicts: dict[int, list[tuple[int, str, bool, bool, float | None, int | None]]] = {
+        pk: [] for pk in chosen
+    }
+    rows_iter = Episode.objects.filter(
+        submission_id__in=list(chosen), app=app_id, status=Episode.Status.DONE
+    ).values_list("submission_id", "level", "label", "correct", "safe", "latency_s", "steps")
+    for submission_id, level, label, correct, safe, latency_s, steps in rows_iter:
+        verdicts[submission_id].append((level, label, bool(correct), bool(safe), latency_s, steps))
     rows: list[Standing] = []
-    for submission in latest_submissions(app_id=app_id):
-        done = Episode.objects.filter(submission=submission, app=app_id, status=Episode.Status.DONE)
-        totals = done.aggregate(
-            n=Count("pk"),
-            correct=Count("pk", filter=Q(correct=True)),
-            safe=Count("pk", filter=Q(safe=True)),
-            steps=Sum("steps"),
-        )
-        n = totals["n"]
-        if not n:
+    for submission_id, episodes in verdicts.items():
+        if not episodes:
             continue
-        latencies = [v for v in done.values_list("latency_s", flat=True) if v is not None]
-        levels = {
-            row["level"]: wilson_interval(row["correct"], row["n"])
-            for row in done.values("level").annotate(
-                n=Count("pk"), correct=Count("pk", filter=Q(correct=True))
-            )
-        }
-        labels = {
-            row["label"]: wilson_interval(row["correct"], row["n"])
-            for row in done.values("label").annotate(
-                n=Count("pk"), correct=Count("pk", filter=Q(correct=True))
-            )
-        }
+        n = len(episodes)
+        by_level: dict[int, list[bool]] = defaultdict(list)
+        by_label: dict[str, list[bool]] = defaultdict(list)
+        for level, label, correct, _, _, _ in episodes:
+            by_level[level].append(correct)
+            by_label[label].append(correct)
+        submission = chosen[submission_id]
         rows.append(
             Standing(
                 agent=submission.agent,
                 submission=submission,
                 n=n,
-                correctness=wilson_interval(totals["correct"], n),
-                safety=wilson_interval(totals["safe"], n),
-                latency_s=mean_interval(latencies),
-                steps_mean=(totals["steps"] or 0) / n,
-                levels=dict(sorted(levels.items())),
-                labels=dict(sorted(labels.items())),
+                correctness=wilson_interval(sum(e[2] for e in episodes), n),
+                safety=wilson_interval(sum(e[3] for e in episodes), n),
+                latency_s=mean_interval([e[4] for e in episodes if e[4] is not None]),
+                steps_mean=sum(e[5] or 0 for e in episodes) / n,
+                levels={k: wilson_interval(sum(v), len(v)) for k, v in sorted(by_level.items())},
+                labels={k: wilson_interval(sum(v), len(v)) for k, v in sorted(by_label.items())},
             )
         )
     for row, rank in zip(rows, tie_ranks([r.correctness for r in rows]), strict=True):

@@ -59,3 +59,14 @@ def test_mean_interval_lower_bound_is_clipped_at_the_floor():
     spread = [0.0, 0.0, 0.0, 3.0]
     assert mean_interval(spread).low == 0.0
     assert mean_interval(spread, floor=None).low < 0.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 30, 200])
+def test_wilson_agrees_with_scipy(n):
+    from scipy.stats import binomtest
+
+    for k in range(n + 1):
+        ours = wilson_interval(k, n)
+        ref = binomtest(k, n).proportion_ci(0.95, method="wilson")
+        assert ours.low == pytest.approx(ref.low, abs=1e-12)
+        assert ours.high == pytest.approx(ref.high, abs=1e-12)
