@@ -10,7 +10,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from evaluator.agents import make_client
+from evaluator.agents import PROTOCOLS, make_client
 from evaluator.evaluation import evaluate_agent
 from evaluator.oracle_vault import OracleVault
 from evaluator.registry import app_ids
@@ -24,7 +24,7 @@ DEFAULT_CLI_ALLOWED_NETWORKS = ("127.0.0.0/8", "::1/128")
 def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``evaluate`` options to ``parser`` (shared by the Django command)."""
     parser.add_argument("--agent-url", required=True, help="agent endpoint base URL")
-    parser.add_argument("--protocol", required=True, choices=["openai-chat", "http-json"])
+    parser.add_argument("--protocol", required=True, choices=PROTOCOLS)
     parser.add_argument(
         "--apps", default="malt", help="comma-separated app ids: " + ",".join(app_ids())
     )

@@ -28,6 +28,7 @@ class Agent(models.Model):
     class Protocol(models.TextChoices):
         OPENAI_CHAT = "openai-chat", "OpenAI-compatible chat"
         HTTP_JSON = "http-json", "HTTP JSON"
+        A2A = "a2a", "Agent2Agent (A2A)"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="agents")
     name = models.CharField(max_length=100)

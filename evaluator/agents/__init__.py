@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from evaluator.agents.a2a import A2AClient
 from evaluator.agents.base import AgentClient, AgentError, AgentReply
 from evaluator.agents.guard import LOOPBACK_NETWORKS, OutboundGuard, RefusedAddressError
 from evaluator.agents.http_json import HttpJsonClient
 from evaluator.agents.openai_chat import OpenAIChatClient
 
 #: Wire protocols an agent can be registered with.
-PROTOCOLS: tuple[str, ...] = ("openai-chat", "http-json")
+PROTOCOLS: tuple[str, ...] = ("openai-chat", "http-json", "a2a")
 
 __all__ = [
     "LOOPBACK_NETWORKS",
     "PROTOCOLS",
+    "A2AClient",
     "AgentClient",
     "AgentError",
     "AgentReply",
@@ -46,9 +48,10 @@ def make_client(
 
     Args:
         protocol: one of :data:`PROTOCOLS`.
-        url: endpoint URL (``openai-chat``: the server base; ``http-json``: the POST URL).
+        url: endpoint URL (``openai-chat``: the server base; ``http-json``: the POST URL;
+            ``a2a``: the agent's base URL, whose agent card names the JSON-RPC endpoint).
         api_key: optional secret, sent as ``Authorization: Bearer``.
-        model: the ``model`` field for ``openai-chat`` (ignored by ``http-json``).
+        model: the ``model`` field for ``openai-chat`` (ignored by the others).
         timeout_s: total deadline of one reply in seconds (60 s, netarena-reference §A.1).
         allowed_networks: CIDR allow-list of non-public networks (``LOOPBACK_NETWORKS`` for
             local development and tests); public addresses are always allowed.
@@ -67,6 +70,14 @@ def make_client(
         return OpenAIChatClient(
             url,
             model=model,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            allowed_networks=allowed_networks,
+            max_response_bytes=max_response_bytes,
+        )
+    if protocol == "a2a":
+        return A2AClient(
+            url,
             api_key=api_key,
             timeout_s=timeout_s,
             allowed_networks=allowed_networks,

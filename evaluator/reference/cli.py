@@ -7,6 +7,8 @@ Example::
         --port 9100 --vault var/oracle-vault
     python -m evaluator.reference --agent llm --app route --protocol http-json --port 9101 \\
         --upstream-url http://127.0.0.1:11434 --model qwen2.5:7b --strategy react
+    python -m evaluator.reference --agent oracle --app malt --protocol a2a --port 9009 \\
+        --vault var/oracle-vault
 
 On start the server prints one line ``serving <agent> agent for <app> (<protocol>) at <url>``
 to stdout; with ``--port 0`` the URL carries the free port that was picked.
@@ -38,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, required=True, help="TCP port (0 = any free port)")
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--vault", help="oracle vault directory (oracle agent)")
+    parser.add_argument(
+        "--public-url",
+        default=None,
+        help="a2a: JSON-RPC endpoint URL the agent card advertises (default: derived from "
+        "each card request's Host header, path /); set it behind a proxy",
+    )
     parser.add_argument("--model", help="upstream model name (llm agent)")
     parser.add_argument("--upstream-url", help="upstream OpenAI-compatible base URL (llm agent)")
     parser.add_argument("--api-key-env", help="environment variable holding the upstream key")
@@ -88,7 +96,8 @@ def build_from_options(options: Any) -> tuple[Any, Any]:
     agent = make_served_agent(
         options.agent, options.app, vault_dir=options.vault, llm_options=llm_options
     )
-    return agent, build_asgi_app(agent, options.protocol)
+    public_url = getattr(options, "public_url", None)
+    return agent, build_asgi_app(agent, options.protocol, public_url=public_url)
 
 
 def _print_line(line: str) -> None:

@@ -1,4 +1,4 @@
-"""HTTP server for reference agents, on either wire protocol (DESIGN.md §6).
+"""HTTP server for reference agents, on any wire protocol (DESIGN.md §6).
 
 :func:`build_asgi_app` puts a :class:`~evaluator.reference.agents.ReferenceAgent` behind
 
@@ -6,8 +6,15 @@
   chat completion object whose ``choices[0].message.content`` is the reply;
 - ``http-json``: ``POST /`` (or ``/act``) with ``{"prompt", "history", "episode_id"}``,
   answering ``{"text": reply}``;
+- ``a2a``: the agent card at ``GET /.well-known/agent-card.json`` (and the pre-0.3 path
+  ``/.well-known/agent.json``) naming ``POST /`` as the JSON-RPC 2.0 endpoint, where
+  ``message/send`` is answered with an agent Message (the request text is turned back into a
+  chat by :func:`evaluator.agents.a2a.parse_transcript`). Malformed requests get JSON-RPC
+  error objects (-32700 parse error, -32600 invalid request, -32601 unknown method, -32602
+  invalid params, -32001 task not found, -32004 unsupported operation); an agent that cannot
+  answer yields a Task in state ``failed`` whose status message says why;
 
-and ``GET /healthz`` on both. The episode token comes from header ``X-NetArena-Episode`` (or
+and ``GET /healthz`` on all. The episode token comes from header ``X-NetArena-Episode`` (or
 the ``episode_id`` body field of ``http-json``). Errors are JSON with an HTTP status: 400 bad
 request, 404 no oracle vault entry, 413 body too large, 502 upstream model failed, 500 agent
 crash. :func:`serve` runs it in the foreground; :func:`serve_in_thread` runs it in a background
@@ -23,6 +30,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import uvicorn
@@ -34,6 +42,13 @@ from starlette.routing import Route
 
 from evaluator.agents import PROTOCOLS
 from evaluator.agents._http import EPISODE_HEADER, message_text
+from evaluator.agents.a2a import (
+    A2A_PROTOCOL_VERSION,
+    CARD_PATH,
+    LEGACY_CARD_PATH,
+    SEND_METHOD,
+    parse_transcript,
+)
 from evaluator.reference.agents import AgentReplyError, ReferenceAgent
 from evaluator.types import JSON
 
@@ -118,8 +133,166 @@ def chat_completion_body(text: str, model: str) -> JSON:
     }
 
 
-def build_asgi_app(agent: ReferenceAgent, protocol: str) -> Starlette:
+# -- a2a --------------------------------------------------------------------------------
+
+#: JSON-RPC 2.0 error codes (JSON-RPC 2.0 specification §5.1).
+RPC_PARSE_ERROR = -32700
+RPC_INVALID_REQUEST = -32600
+RPC_METHOD_NOT_FOUND = -32601
+RPC_INVALID_PARAMS = -32602
+#: A2A v0.3 error codes: TaskNotFoundError, UnsupportedOperationError.
+A2A_TASK_NOT_FOUND = -32001
+A2A_UNSUPPORTED_OPERATION = -32004
+_TASK_METHODS = ("tasks/get", "tasks/cancel", "tasks/resubscribe")
+
+
+class _RpcError(Exception):
+    def __init__(self, request_id: Any, code: int, message: str) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+        self.code = code
+
+
+def agent_card(agent: ReferenceAgent, rpc_url: str) -> JSON:
+    """Return the A2A v0.3 agent card of a served reference agent.
+
+    ``rpc_url`` is the JSON-RPC endpoint the card advertises. Streaming and push notifications
+    are not offered; one skill per served app.
+    """
+    apps = ", ".join(agent.app_ids)
+    return {
+        "protocolVersion": A2A_PROTOCOL_VERSION,
+        "name": f"netarena-{agent.name}",
+        "description": (
+            f"NetArena {agent.name} reference agent for {apps}. Send the episode so far as one "
+            "text message; the reply is the next action in the app's answer format."
+        ),
+        "url": rpc_url,
+        "preferredTransport": "JSONRPC",
+        "version": "0.1.0",
+        "capabilities": {"streaming": False, "pushNotifications": False},
+        "defaultInputModes": ["text"],
+        "defaultOutputModes": ["text"],
+        "skills": [
+            {
+                "id": f"{app_id}-{agent.name}",
+                "name": f"{app_id} ({agent.name})",
+                "description": f"Answers NetArena {app_id} queries as the {agent.name} agent.",
+                "tags": ["netarena", app_id, agent.name],
+            }
+            for app_id in agent.app_ids
+        ],
+    }
+
+
+def _request_parts_text(parts: Any) -> str:
+    if not isinstance(parts, list) or not parts:
+        raise ValueError("'message.parts' must be a non-empty list")
+    texts = []
+    for number, part in enumerate(parts):
+        if not isinstance(part, dict):
+            raise ValueError(f"message.parts[{number}] must be an object")
+        kind = part.get("kind")
+        if kind == "text":
+            if not isinstance(part.get("text"), str):
+                raise ValueError(f"message.parts[{number}] is a text part without text")
+            texts.append(part["text"])
+        elif kind == "data":
+            texts.append(json.dumps(part.get("data"), indent=2, ensure_ascii=False))
+        elif kind != "file":
+            raise ValueError(f"message.parts[{number}] has unknown kind {str(kind)[:40]!r}")
+    if not texts:
+        raise ValueError("the message has no text part")
+    return "\n".join(texts)
+
+
+def parse_a2a_request(body: Any) -> tuple[Any, list[JSON], JSON]:
+    """Return (request id, chat, request message) of a JSON-RPC ``message/send`` request.
+
+    The text parts of the user message (joined with ``"\\n"``; data parts as JSON) are turned
+    back into a chat by :func:`~evaluator.agents.a2a.parse_transcript`.
+
+    Raises:
+        _RpcError: the JSON-RPC error to answer (invalid request, unknown or unsupported
+            method, task methods, invalid params).
+    """
+    if not isinstance(body, dict):
+        raise _RpcError(
+            None, RPC_INVALID_REQUEST, "a JSON-RPC request must be an object (no batches)"
+        )
+    request_id = body.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int | None):
+        raise _RpcError(None, RPC_INVALID_REQUEST, "'id' must be a string, a number or null")
+    if body.get("jsonrpc") != "2.0":
+        raise _RpcError(request_id, RPC_INVALID_REQUEST, "'jsonrpc' must be \"2.0\"")
+    method = body.get("method")
+    if not isinstance(method, str):
+        raise _RpcError(request_id, RPC_INVALID_REQUEST, "'method' must be a string")
+    if method in _TASK_METHODS:
+        raise _RpcError(
+            request_id, A2A_TASK_NOT_FOUND, "task not found: this agent answers with messages"
+        )
+    if method == "message/stream":
+        raise _RpcError(
+            request_id,
+            A2A_UNSUPPORTED_OPERATION,
+            "streaming is not supported (capabilities.streaming is false); use message/send",
+        )
+    if method != SEND_METHOD:
+        raise _RpcError(request_id, RPC_METHOD_NOT_FOUND, f"method not found: {method[:80]!r}")
+    params = body.get("params")
+    message = params.get("message") if isinstance(params, dict) else None
+    if not isinstance(message, dict):
+        raise _RpcError(request_id, RPC_INVALID_PARAMS, "'params.message' must be an object")
+    if message.get("role") != "user":
+        raise _RpcError(request_id, RPC_INVALID_PARAMS, "'params.message.role' must be 'user'")
+    try:
+        text = _request_parts_text(message.get("parts"))
+    except ValueError as exc:
+        raise _RpcError(request_id, RPC_INVALID_PARAMS, str(exc)) from None
+    return request_id, parse_transcript(text), message
+
+
+def _agent_message(text: str, context_id: Any) -> JSON:
+    message: JSON = {
+        "kind": "message",
+        "messageId": uuid.uuid4().hex,
+        "role": "agent",
+        "parts": [{"kind": "text", "text": text}],
+    }
+    if isinstance(context_id, str):
+        message["contextId"] = context_id
+    return message
+
+
+def failed_task(reason: str, context_id: Any) -> JSON:
+    """Return an A2A Task in state ``failed`` whose status message says ``reason``."""
+    context = context_id if isinstance(context_id, str) else uuid.uuid4().hex
+    return {
+        "kind": "task",
+        "id": uuid.uuid4().hex,
+        "contextId": context,
+        "status": {
+            "state": "failed",
+            "message": _agent_message(reason, context),
+            "timestamp": datetime.now(UTC).isoformat(),
+        },
+    }
+
+
+def _rpc_response(request_id: Any, *, result: Any = None, error: JSON | None = None) -> JSON:
+    if error is not None:
+        return {"jsonrpc": "2.0", "id": request_id, "error": error}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def build_asgi_app(
+    agent: ReferenceAgent, protocol: str, *, public_url: str | None = None
+) -> Starlette:
     """Return the ASGI app serving ``agent`` on ``protocol`` (one of ``PROTOCOLS``).
+
+    ``public_url`` (``a2a`` only) is the JSON-RPC endpoint URL the agent card advertises; by
+    default it is derived from each card request (its scheme and ``Host``, path ``/``).
 
     Raises:
         ValueError: unknown protocol.
@@ -164,12 +337,46 @@ def build_asgi_app(agent: ReferenceAgent, protocol: str) -> Starlette:
             return result
         return JSONResponse({"text": result})
 
+    async def a2a_card(request: Request) -> JSONResponse:
+        return JSONResponse(agent_card(agent, public_url or str(request.base_url)))
+
+    async def a2a_rpc(request: Request) -> JSONResponse:
+        try:
+            body = await _read_json(request)
+        except _BadRequestError as exc:
+            code = RPC_PARSE_ERROR if exc.status == 400 else RPC_INVALID_REQUEST
+            error = {"code": code, "message": str(exc)}
+            status = 200 if exc.status == 400 else exc.status
+            return JSONResponse(_rpc_response(None, error=error), status_code=status)
+        try:
+            request_id, messages, message = parse_a2a_request(body)
+        except _RpcError as exc:
+            error = {"code": exc.code, "message": str(exc)}
+            return JSONResponse(_rpc_response(exc.request_id, error=error))
+        context_id = message.get("contextId")
+        episode_id = request.headers.get(EPISODE_HEADER)
+        try:
+            reply: str = await run_in_threadpool(agent.reply, messages, episode_id)
+        except AgentReplyError as exc:
+            task = failed_task(f"{agent.name} agent cannot answer: {exc}", context_id)
+            return JSONResponse(_rpc_response(request_id, result=task))
+        except Exception as exc:  # noqa: BLE001 - a crashing agent fails the task, server lives on
+            task = failed_task(
+                f"{agent.name} agent failed: {type(exc).__name__}: {exc}", context_id
+            )
+            return JSONResponse(_rpc_response(request_id, result=task))
+        return JSONResponse(_rpc_response(request_id, result=_agent_message(reply, context_id)))
+
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "protocol": protocol, **agent.describe()})
 
     routes = [Route("/healthz", healthz, methods=["GET"])]
     if protocol == "openai-chat":
         routes.append(Route("/v1/chat/completions", chat_completions, methods=["POST"]))
+    elif protocol == "a2a":
+        routes.append(Route(CARD_PATH, a2a_card, methods=["GET"]))
+        routes.append(Route(LEGACY_CARD_PATH, a2a_card, methods=["GET"]))
+        routes.append(Route("/", a2a_rpc, methods=["POST"]))
     else:
         routes.append(Route("/", http_json, methods=["POST"]))
         routes.append(Route("/act", http_json, methods=["POST"]))
