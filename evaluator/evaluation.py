@@ -29,14 +29,8 @@ INFRASTRUCTURE_ATTEMPTS = 2
 
 def infrastructure_failure(query: Query, message: str) -> EpisodeResult:
     """Record for an episode the evaluator itself could not run (not the agent's fault)."""
-    return EpisodeResult(
-        app=query.app_id,
-        app_version=query.app_version,
-        query_id=query.query_id,
-        seed=query.seed,
-        index=query.index,
-        level=query.level,
-        labels=list(query.labels),
+    return EpisodeResult.for_query(
+        query,
         correct=False,
         safe=False,
         latency_s=0.0,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from evaluator.agents.base import AgentClient, AgentError
 from evaluator.app import App
@@ -44,6 +45,20 @@ class EpisodeResult:
     def to_dict(self) -> JSON:
         """Return the JSON form (the ``episodes[]`` entries of a result file)."""
         return asdict(self)
+
+    @classmethod
+    def for_query(cls, query: Query, **outcome: Any) -> EpisodeResult:
+        """Build a result for ``query``; ``outcome`` gives the verdict fields (correct, ...)."""
+        return cls(
+            app=query.app_id,
+            app_version=query.app_version,
+            query_id=query.query_id,
+            seed=query.seed,
+            index=query.index,
+            level=query.level,
+            labels=list(query.labels),
+            **outcome,
+        )
 
     @classmethod
     def from_dict(cls, data: JSON) -> EpisodeResult:
@@ -130,14 +145,8 @@ def run_episode(
         if vault is not None:
             vault.discard(episode_id)
     failure = agent_failure or verdict.failure
-    return EpisodeResult(
-        app=query.app_id,
-        app_version=query.app_version,
-        query_id=query.query_id,
-        seed=query.seed,
-        index=query.index,
-        level=query.level,
-        labels=list(query.labels),
+    return EpisodeResult.for_query(
+        query,
         correct=verdict.correct and agent_failure is None,
         safe=verdict.safe,
         latency_s=verdict.latency_s,

@@ -96,6 +96,28 @@ def standings(*, app_id: str) -> list[Standing]:
     return rows
 
 
+#: Episode columns that are public (everything but the query with its hidden ground truth and
+#: the transcript).
+PUBLIC_EPISODE_FIELDS = (
+    "app",
+    "index",
+    "query_id",
+    "level",
+    "label",
+    "status",
+    "correct",
+    "safe",
+    "latency_s",
+    "steps",
+    "failure",
+)
+
+
+def submission_episode_rows(*, submission: Submission) -> list[dict[str, object]]:
+    """The public columns of a submission's episodes, in (app, index) order."""
+    return list(submission.episodes.values(*PUBLIC_EPISODE_FIELDS))
+
+
 def all_standings() -> dict[str, list[Standing]]:
     """Standings of every registered app (apps without results map to an empty list)."""
     return {app_id: standings(app_id=app_id) for app_id in app_ids()}

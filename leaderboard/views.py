@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from leaderboard.plots import ci_overlap_figure, spider_figure
-from leaderboard.selectors import all_standings
+from leaderboard.selectors import all_standings, submission_episode_rows
 from submissions.models import Submission
 
 APP_TITLES = {
@@ -37,19 +37,7 @@ def submission_page(request: HttpRequest, submission_id: int) -> HttpResponse:
     submission = get_object_or_404(
         Submission.objects.select_related("agent__team", "round"), pk=submission_id
     )
-    episodes = submission.episodes.only(
-        "app",
-        "index",
-        "level",
-        "label",
-        "status",
-        "correct",
-        "safe",
-        "latency_s",
-        "steps",
-        "failure",
-        "query_id",
-    )
+    episodes = submission_episode_rows(submission=submission)
     return render(
         request, "leaderboard/submission.html", {"submission": submission, "episodes": episodes}
     )

@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 from evaluator.agents import PROTOCOLS
 from evaluator.agents.guard import OutboundGuard, RefusedAddressError, ResolveError
 from evaluator.registry import app_ids
+from leaderboard.selectors import submission_episode_rows
 from submissions.models import Agent, Submission, Team
 from submissions.services import SubmissionError, agent_create, submission_create
 
@@ -122,19 +123,7 @@ class SubmissionDetailApi(APIView):
     def get(self, request: Request, submission_id: int) -> Response:
         """The submission with its episodes' verdicts; never the hidden ground truth."""
         submission = get_object_or_404(Submission.objects.select_related("agent"), pk=submission_id)
-        episodes = submission.episodes.values(
-            "app",
-            "index",
-            "query_id",
-            "level",
-            "label",
-            "status",
-            "correct",
-            "safe",
-            "latency_s",
-            "steps",
-            "failure",
-        )
+        episodes = submission_episode_rows(submission=submission)
         return Response(
             {
                 "id": submission.pk,
@@ -147,7 +136,7 @@ class SubmissionDetailApi(APIView):
                 "finished_at": submission.finished_at.isoformat()
                 if submission.finished_at
                 else None,
-                "episodes": list(episodes),
+                "episodes": episodes,
             },
             status=status.HTTP_200_OK,
         )

@@ -27,7 +27,7 @@ from pathlib import Path
 import networkx as nx
 from google.protobuf.message import Message
 
-from apps.malt.schema import message_to_attrs, parse_model
+from apps.malt.schema import ENUMS, message_to_attrs, parse_model
 
 logger = logging.getLogger(__name__)
 
@@ -37,18 +37,7 @@ DATA_FILE = Path(__file__).resolve().parent / "data" / "malt-example-final.textp
 GRAPH_FORMAT_VERSION = 1
 
 #: The ten entity kinds of the example model (paper Appendix B.1: "10 distinct node types").
-ENTITY_KINDS: tuple[str, ...] = (
-    "EK_JUPITER",
-    "EK_SUPERBLOCK",
-    "EK_SPINEBLOCK",
-    "EK_AGG_BLOCK",
-    "EK_PACKET_SWITCH",
-    "EK_CHASSIS",
-    "EK_CONTROL_POINT",
-    "EK_PORT",
-    "EK_RACK",
-    "EK_CONTROL_DOMAIN",
-)
+ENTITY_KINDS: tuple[str, ...] = ENUMS["EntityKind"][1:]
 
 CONTAINS = "RK_CONTAINS"
 CONTROLS = "RK_CONTROLS"
