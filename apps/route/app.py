@@ -309,6 +309,7 @@ class RouteApp(App):
         switches: inclusive range of the subnet count S (paper: 2-4; larger is a knob).
         hosts: inclusive range of hosts per subnet H (paper: 2-4).
         max_steps: step budget of an episode (default 10, the reference's ``max_iterations``).
+        probe_timeout_s: pingall wait per attempt in seconds (default 0.2).
     """
 
     app_id: ClassVar[str] = "route"
@@ -322,12 +323,14 @@ class RouteApp(App):
         switches: tuple[int, int] = (2, 4),
         hosts: tuple[int, int] = (2, 4),
         max_steps: int | None = None,
+        probe_timeout_s: float = PROBE_TIMEOUT_S,
     ) -> None:
         if not (1 <= switches[0] <= switches[1]) or not (1 <= hosts[0] <= hosts[1]):
             raise ValueError("switches/hosts must be increasing ranges of positive integers")
         self.switches = switches
         self.hosts = hosts
         self.step_budget = max_steps or type(self).max_steps
+        self.probe_timeout_s = probe_timeout_s
 
     def _labels_for(self, seed: int, index: int, level: int | None) -> tuple[str, ...]:
         combos = (
@@ -381,6 +384,7 @@ class RouteApp(App):
     def episode(self, query: Query, **options: Any) -> RouteEpisode:
         """Return a fresh, not yet reset episode. Options: see :class:`RouteEpisode`."""
         options.setdefault("max_steps", self.step_budget)
+        options.setdefault("probe_timeout_s", self.probe_timeout_s)
         return RouteEpisode(query, **options)
 
     def oracle_reply(self, ground_truth: JSON, history: list[JSON]) -> str:

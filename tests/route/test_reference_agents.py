@@ -74,7 +74,7 @@ def test_oracle_null_heuristic_over_100_episodes_and_no_leaks() -> None:
         results["null"].append(run_episode(APP, query, FunctionClient(APP.null_reply)))
     for query in APP.generate(15, seed=2028, level=1):
         results["heuristic"].append(run_episode(APP, query, FunctionClient(APP.heuristic_reply)))
-    small = RouteApp(switches=(2, 2), hosts=(2, 2))
+    small = RouteApp(switches=(2, 2), hosts=(2, 2), probe_timeout_s=0.05)
     for query in small.generate(25, seed=2029):
         result = run_episode(small, query, ScriptClient(list(LITTER)), max_steps=len(LITTER))
         assert not result.correct and result.steps == len(LITTER)
