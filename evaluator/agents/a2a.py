@@ -512,7 +512,10 @@ class A2AClient(GuardedHttpClient):
             if isinstance(error, dict):
                 code = error.get("code")
                 message = error.get("message")
-                detail = f" {excerpt(str(code), 20)}" if code is not None else ""
+                if isinstance(code, int) and not isinstance(code, bool):
+                    detail = f" {code}"
+                else:
+                    detail = f" {excerpt(str(code), 20)}" if code is not None else ""
                 said = excerpt(str(message), 300) if message is not None else "(no message)"
                 raise AgentError("bad_response", f"agent answered JSON-RPC error{detail}: {said}")
             raise AgentError("bad_response", f"agent answered JSON-RPC error {excerpt(str(error))}")
