@@ -107,3 +107,15 @@ def run_oracle_episode_in_subprocess(query_data: dict[str, object]) -> dict[str,
         "safe": result.safe,
         "steps": result.steps,
     }
+
+
+def start_network_and_hang(queue: object) -> None:
+    """Worker: start a 2x2 network, report its prefix on ``queue``, then hang until killed."""
+    import time
+
+    from apps.route.network import RouteNetwork
+    from apps.route.topology import RouteTopology
+
+    net = RouteNetwork(RouteTopology(2, 2)).start()
+    queue.put(net.topology.prefix)  # type: ignore[attr-defined]
+    time.sleep(600)

@@ -31,3 +31,35 @@ def test_concurrent_episodes_in_separate_processes_do_not_clash(start_method: st
     after = host_footprint()
     for key in ("interfaces", "bridges", "mininet_shells", "locks"):
         assert after[key] == before[key], key
+
+
+def test_a_killed_episode_process_is_cleaned_up_without_touching_live_ones() -> None:
+    from apps.route.network import (
+        RouteNetwork,
+        cleanup_stale_prefixes,
+        list_interfaces,
+        node_shell_pids,
+    )
+    from apps.route.topology import RouteTopology
+    from tests.route.helpers import start_network_and_hang
+
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=start_network_and_hang, args=(queue,))
+    child.start()
+    try:
+        dead_prefix = queue.get(timeout=60)
+    finally:
+        child.kill()
+        child.join()
+    # the crash left the bridges behind (node shells die with their pty, and so do the
+    # namespaces and veths; the bridges live in the host namespace)
+    assert any(i.startswith(dead_prefix) for i in list_interfaces())
+    # the next network's start cleans stale prefixes (their lock died with the process)...
+    with RouteNetwork(RouteTopology(2, 2)) as live:
+        assert not any(i.startswith(dead_prefix) for i in list_interfaces())
+        assert node_shell_pids(dead_prefix) == []
+        # ...and never a live network, whose lock is held
+        assert cleanup_stale_prefixes() == []
+        assert live.pingall().lost == 0
+        assert node_shell_pids(live.topology.prefix)
