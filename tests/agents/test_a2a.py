@@ -12,6 +12,7 @@ import random
 import re
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,9 +29,10 @@ from evaluator.agents import A2AClient, AgentError, make_client
 from evaluator.agents.a2a import CARD_PATH, LEGACY_CARD_PATH, parse_transcript, render_transcript
 from evaluator.oracle_vault import OracleVault
 from evaluator.reference.agents import make_agent
-from evaluator.reference.server import build_asgi_app
+from evaluator.reference.server import RunningServer, build_asgi_app, serve_in_thread
 from evaluator.runner import run_episode
 from tests.agents.conftest import LOOPBACK, free_port
+from tests.conftest import require
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -562,3 +564,135 @@ def test_evaluate_a2a_with_a_served_malt_oracle_is_fully_correct(tmp_path) -> No
     assert result["agent"]["protocol"] == "a2a"
     assert result["agent"]["card"]["name"] == "netarena-oracle"
     assert list(vault.iterdir()) == []
+
+
+# -- interoperability with the official a2a-sdk (what NetArena's harness uses) -------------
+#
+# NetArena's purple agents are a2a-sdk servers and its harness is an a2a-sdk client
+# (netarena-reference §A.1, a2a-sdk 0.3.22). These tests put our client in front of a real
+# a2a-sdk server and a real a2a-sdk client in front of our reference server.
+
+
+def require_sdk() -> None:
+    """Skip (locally) or fail (CI) unless a2a-sdk with its server extra is importable."""
+    with warnings.catch_warnings():  # a2a-sdk 0.3 uses a constant newer starlette deprecates
+        warnings.simplefilter("ignore")
+        try:
+            import a2a.server.apps  # noqa: F401
+        except ImportError:
+            require(False, "a2a-sdk[http-server] is not installed (dev requirement)")
+
+
+def sdk_purple_agent(mode: str) -> tuple[str, RunningServer]:
+    """Serve an a2a-sdk agent that plays the toy app from the text it receives.
+
+    ``mode``: ``message`` answers with an agent message (like NetArena's LiteLLM purple agent),
+    ``task`` with a completed task carrying an artifact, ``fail`` with a failed task.
+    Returns the base URL and the running server (the caller stops it).
+    """
+    require_sdk()
+    from a2a.server.agent_execution import AgentExecutor, RequestContext
+    from a2a.server.apps import A2AStarletteApplication
+    from a2a.server.events import EventQueue
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+    from a2a.types import AgentCapabilities, AgentCard, AgentSkill, Part, TextPart
+    from a2a.utils import new_agent_text_message, new_task
+
+    class WordFinder(AgentExecutor):
+        async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+            seen = re.findall(r"The secret word is (\w+)\.", context.get_user_input())
+            answer = {"action": "say", "word": seen[-1]} if seen else {"action": "look"}
+            text = json.dumps(answer)
+            if mode == "message":
+                await event_queue.enqueue_event(new_agent_text_message(text))
+                return
+            assert context.message is not None
+            task = context.current_task or new_task(context.message)
+            await event_queue.enqueue_event(task)
+            updater = TaskUpdater(event_queue, task.id, task.context_id)
+            if mode == "fail":
+                said = new_agent_text_message(
+                    "upstream model unavailable", task.context_id, task.id
+                )
+                await updater.failed(said)
+                return
+            await updater.add_artifact([Part(root=TextPart(text=text))], name="answer")
+            await updater.complete()
+
+        async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+            raise NotImplementedError
+
+    port = free_port()
+    card = AgentCard(
+        name="purple",
+        description="plays the toy app",
+        url=f"http://127.0.0.1:{port}/",
+        version="1.0.0",
+        default_input_modes=["text"],
+        default_output_modes=["text"],
+        capabilities=AgentCapabilities(streaming=True),
+        skills=[AgentSkill(id="toy", name="toy", description="toy", tags=["toy"])],
+    )
+    handler = DefaultRequestHandler(agent_executor=WordFinder(), task_store=InMemoryTaskStore())
+    asgi = A2AStarletteApplication(agent_card=card, http_handler=handler).build()
+    server = serve_in_thread(asgi, port=port)
+    return server.url, server
+
+
+@pytest.mark.usefixtures("toy_apps")
+@pytest.mark.parametrize("mode", ["message", "task"])
+def test_our_client_plays_an_episode_against_an_a2a_sdk_agent(mode: str) -> None:
+    url, server = sdk_purple_agent(mode)
+    try:
+        app = registry.get_app("toy")
+        client = make_client("a2a", url, allowed_networks=LOOPBACK, timeout_s=10)
+        results = [run_episode(app, q, client) for q in app.generate(3, seed=9)]
+    finally:
+        server.stop()
+    assert [(r.correct, r.steps, r.failure) for r in results] == [(True, 2, None)] * 3
+    assert client.describe()["card"]["name"] == "purple"
+
+
+@pytest.mark.usefixtures("toy_apps")
+def test_a_failed_a2a_sdk_task_fails_the_episode_cleanly() -> None:
+    url, server = sdk_purple_agent("fail")
+    try:
+        app = registry.get_app("toy")
+        client = make_client("a2a", url, allowed_networks=LOOPBACK, timeout_s=10)
+        result = run_episode(app, app.generate(1, seed=9)[0], client)
+    finally:
+        server.stop()
+    assert not result.correct and result.failure == "agent:bad_response"
+    assert "task ended failed" in result.transcript[-1]["content"]
+    assert "upstream model unavailable" in result.transcript[-1]["content"]
+
+
+@pytest.mark.usefixtures("toy_apps")
+def test_the_a2a_sdk_client_talks_to_our_served_agent(serve) -> None:
+    require_sdk()
+    import asyncio
+    import uuid
+
+    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+    from a2a.types import Message, Part, Role, TextPart
+
+    server = serve(build_asgi_app(make_agent("heuristic", registry.get_app("toy")), "a2a"))
+
+    async def ask(text: str) -> Any:
+        async with httpx.AsyncClient(timeout=10) as http:
+            card = await A2ACardResolver(http, server.url).get_agent_card()
+            # the reference harness's configuration: streaming requested, card says no
+            client = ClientFactory(ClientConfig(httpx_client=http, streaming=True)).create(card)
+            message = Message(
+                role=Role.user, parts=[Part(root=TextPart(text=text))], message_id=uuid.uuid4().hex
+            )
+            events = [event async for event in client.send_message(message)]
+            return card, events[-1]
+
+    card, last = asyncio.run(ask(render_transcript(CHAT)))
+    assert card.name == "netarena-heuristic" and card.url == server.url + "/"
+    assert isinstance(last, Message) and last.role == Role.agent
+    assert [p.root.model_dump(exclude_none=True) for p in last.parts] == [
+        {"kind": "text", "text": '{"action": "say", "word": "wren"}'}
+    ]
