@@ -42,21 +42,10 @@ def _world_ids() -> list[str]:
     return [f"diff{i:02d}" for i in range(WORLDS)]
 
 
-def _setup_worlds(rest: KubeRest, rng: random.Random) -> None:
+def _setup_worlds(cluster: Cluster, rest: KubeRest, rng: random.Random) -> None:
     def create_world(world: str) -> None:
         for ns in world_namespaces(world):
-            rest.create_or_keep(resource_path("namespaces"), {"metadata": {"name": ns}})
-        # pods need the namespace's "default" ServiceAccount (ServiceAccount admission)
-        for ns in world_namespaces(world):
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    rest.get(resource_path("serviceaccounts", ns, "default"))
-                    break
-                except Exception:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
+            cluster.ensure_namespace(ns, timeout_s=60)
         for pod in pods_by_world[world]:
             rest.create_or_keep(resource_path("pods", pod["metadata"]["namespace"]), pod)
 
@@ -164,7 +153,7 @@ def test_measured_connectivity_equals_nca(cluster: Cluster) -> None:
     rng = random.Random(SEED)
     namespaces = [ns for w in _world_ids() for ns in world_namespaces(w)]
     started = time.monotonic()
-    _setup_worlds(rest, rng)
+    _setup_worlds(cluster, rest, rng)
     wait_pods_ready(cluster.api_client(), namespaces, timeout_s=180)
     mismatches: list[str] = []
     checked_sets = 0

@@ -34,6 +34,7 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes import config as kube_config
+from kubernetes.client.rest import ApiException
 
 from apps.k8s.cluster import certs, netns, processes
 from apps.k8s.cluster.config import ClusterConfig
@@ -208,6 +209,31 @@ class Cluster:
             self.api_client(), namespace, target, self.config.server_url,
             self.config.pki_dir / "ca.crt", name=name,
         )
+
+    def ensure_namespace(
+        self, name: str, labels: dict[str, str] | None = None, timeout_s: float = 30.0
+    ) -> None:
+        """Create namespace ``name`` (if missing) and wait for its ``default`` ServiceAccount,
+        without which the ServiceAccount admission plugin rejects pods.
+
+        Raises:
+            TimeoutError: if the controller-manager does not create the account in time.
+        """
+        rest = KubeRest(self.api_client())
+        rest.create_or_keep(
+            resource_path("namespaces"), {"metadata": {"name": name, "labels": labels or {}}}
+        )
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                rest.get(resource_path("serviceaccounts", name, "default"))
+                return
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"namespace {name}: no default ServiceAccount in {timeout_s} s")
+            time.sleep(0.05)
 
     def wait_dataplane(
         self, namespaces: tuple[str, ...] | list[str] = (), timeout_s: float = 60.0
