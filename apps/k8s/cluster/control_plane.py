@@ -20,6 +20,8 @@ namespace removes them.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -28,6 +30,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,15 +97,30 @@ class Cluster:
 
     # ------------------------------------------------------------------ public API
 
+    @contextlib.contextmanager
+    def _lifecycle_lock(self) -> Iterator[None]:
+        """Serialise up/down between processes (e.g. several workers on one machine)."""
+        path = self.config.state_dir.parent / f".{self.config.state_dir.name}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
     def up(self, timeout_s: float = 180.0) -> ClusterStatus:
         """Bring the cluster up, or do nothing if it is already healthy.
 
-        A partially running cluster (e.g. after a crash) is torn down and started afresh.
+        If only the node agent and/or kube-router died, just those are restarted (the agent
+        re-adopts its pods); any other partial state is torn down and started afresh.
+        Serialised with other processes by a lock file next to the state directory.
 
         Raises:
             MissingBinaryError: a binary is missing (run ``scripts/build_k8s.sh``).
             ClusterError: a component died or did not become ready within ``timeout_s``.
         """
+        with self._lifecycle_lock():
+            return self._up(timeout_s)
+
+    def _up(self, timeout_s: float) -> ClusterStatus:
         current = self.status()
         if current.running and current.node_ready:
             return current
@@ -115,7 +133,7 @@ class Cluster:
         if any(pid is not None for pid in current.components.values()) or netns.netns_exists(
             cfg.netns
         ):
-            self.down()
+            self._down(20.0)
         deadline = time.monotonic() + timeout_s
         try:
             self._prepare_state()
@@ -162,6 +180,10 @@ class Cluster:
 
         Safe to call when nothing is running.
         """
+        with self._lifecycle_lock():
+            self._down(timeout_s)
+
+    def _down(self, timeout_s: float) -> None:
         cfg = self.config
         for name in reversed(COMPONENTS):
             processes.stop_daemon(name, cfg.run_dir, self._marker, timeout_s)
