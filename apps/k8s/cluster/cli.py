@@ -5,13 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any, TextIO
+from typing import Any, Protocol
 
 from apps.k8s.cluster.control_plane import Cluster
 from apps.k8s.cluster.prober import list_pod_endpoints, measure_matrix
 
 
-def cluster_action(action: str, out: TextIO, *, as_json: bool = False,
+class Writer(Protocol):
+    """Anything with ``write(text)``: a text stream, Django's ``OutputWrapper``."""
+
+    def write(self, msg: str, /) -> Any: ...
+
+
+def cluster_action(action: str, out: Writer, *, as_json: bool = False,
                    timeout_s: float = 180.0) -> int:
     """Run ``up``, ``down`` or ``status`` and print the result to ``out``.
 
@@ -47,7 +53,7 @@ def cluster_action(action: str, out: TextIO, *, as_json: bool = False,
     return 0
 
 
-def connectivity_action(namespace: str, out: TextIO, *, as_json: bool = False,
+def connectivity_action(namespace: str, out: Writer, *, as_json: bool = False,
                         timeout_s: float = 0.5, wait_s: float = 60.0) -> int:
     """Wait for the dataplane, then print the measured pod -> pod:port matrix of ``namespace``.
 
