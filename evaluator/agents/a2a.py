@@ -206,6 +206,8 @@ def task_text(task: Mapping[str, Any]) -> str:
     """
     status = task.get("status")
     state = status.get("state") if isinstance(status, dict) else None
+    if not isinstance(state, str):
+        state = None
     status_message = status.get("message") if isinstance(status, dict) else None
     if state in FAILED_TASK_STATES:
         said = None

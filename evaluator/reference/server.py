@@ -198,7 +198,10 @@ def _request_parts_text(parts: Any) -> str:
                 raise ValueError(f"message.parts[{number}] is a text part without text")
             texts.append(part["text"])
         elif kind == "data":
-            texts.append(json.dumps(part.get("data"), indent=2, ensure_ascii=False))
+            try:
+                texts.append(json.dumps(part.get("data"), indent=2, ensure_ascii=False))
+            except (TypeError, ValueError, RecursionError):
+                raise ValueError(f"message.parts[{number}] has unusable data") from None
         elif kind != "file":
             raise ValueError(f"message.parts[{number}] has unknown kind {str(kind)[:40]!r}")
     if not texts:

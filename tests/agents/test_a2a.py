@@ -356,6 +356,8 @@ def test_a_json_rpc_error_is_a_bad_response_with_its_message(serve) -> None:
         rpc_result({"kind": "message", "role": "agent", "parts": [{"kind": "text", "text": 7}]}),
         rpc_result({"kind": "message", "role": "agent", "parts": []}),
         rpc_result(task("completed")),
+        rpc_result({"kind": "task", "status": {"state": ["completed"]}}),
+        rpc_result({"status": "done"}),
         {"jsonrpc": "2.0", "id": "1", "error": "nope"},
     ],
 )
