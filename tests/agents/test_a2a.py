@@ -28,6 +28,7 @@ from evaluator import registry
 from evaluator.agents import A2AClient, AgentError, make_client
 from evaluator.agents.a2a import CARD_PATH, LEGACY_CARD_PATH, parse_transcript, render_transcript
 from evaluator.oracle_vault import OracleVault
+from evaluator.reference import server as server_module
 from evaluator.reference.agents import make_agent
 from evaluator.reference.server import RunningServer, build_asgi_app, serve_in_thread
 from evaluator.runner import run_episode
@@ -698,3 +699,14 @@ def test_the_a2a_sdk_client_talks_to_our_served_agent(serve) -> None:
     assert [p.root.model_dump(exclude_none=True) for p in last.parts] == [
         {"kind": "text", "text": '{"action": "say", "word": "wren"}'}
     ]
+
+
+@pytest.mark.usefixtures("toy_apps")
+def test_an_oversized_request_gets_413_with_a_json_rpc_error(serve, monkeypatch) -> None:
+    monkeypatch.setattr(server_module, "MAX_REQUEST_BYTES", 1000)
+    server = serve(build_asgi_app(make_agent("null", registry.get_app("toy")), "a2a"))
+    client = make_client("a2a", server.url, allowed_networks=LOOPBACK, timeout_s=10)
+    with pytest.raises(AgentError, match="HTTP 413") as info:
+        client.complete([{"role": "user", "content": "x" * 5000}], episode_id="tok-12345678")
+    assert info.value.category == "http_status"
+    assert "-32600" in str(info.value)
