@@ -90,6 +90,7 @@ def main() -> None:
     )
     null_server = serve_in_thread(build_asgi_app(NullAgent(app), "http-json"))
     chat_server = serve_in_thread(build_asgi_app(NullAgent(app), "openai-chat"))
+    a2a_server = serve_in_thread(build_asgi_app(NullAgent(app), "a2a"))
     body = {"prompt": CHAT[-1]["content"], "history": CHAT[:-1], "episode_id": "bench-0001"}
     with httpx.Client() as raw:
         rows.append(
@@ -98,7 +99,11 @@ def main() -> None:
                 *median_ms(lambda: raw.post(null_server.url, json=body).json(), options.calls),
             )
         )
-    for protocol, server in (("http-json", null_server), ("openai-chat", chat_server)):
+    for protocol, server in (
+        ("http-json", null_server),
+        ("openai-chat", chat_server),
+        ("a2a", a2a_server),
+    ):
         client = make_client(protocol, server.url, allowed_networks=LOOPBACK_NETWORKS)
         rows.append(
             (
@@ -128,7 +133,7 @@ def main() -> None:
             *median_ms(lambda: client.complete(CHAT, episode_id="bench-0001"), options.calls),
         )
     )
-    for server in (null_server, chat_server, upstream, llm_server):
+    for server in (null_server, chat_server, a2a_server, upstream, llm_server):
         server.stop()
 
     print(f"{'stage':<28} {'median ms':>10} {'p90 ms':>10}   ({options.calls} calls)")

@@ -18,7 +18,7 @@ from evaluator.reference.cli import add_arguments, run
 class Command(BaseCommand):
     """Serve an oracle, null, heuristic or llm reference agent on one protocol."""
 
-    help = "Serve a reference agent (oracle, null, heuristic, llm) on openai-chat or http-json."
+    help = "Serve a reference agent (oracle, null, heuristic, llm) on one agent protocol."
     requires_system_checks: list[str] = []
     requires_migrations_checks = False
 
