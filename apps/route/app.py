@@ -317,6 +317,8 @@ class RouteApp(App):
     levels: ClassVar[tuple[int, ...]] = (1, 2, 3)
     max_steps: ClassVar[int] = 10
     needs_root: ClassVar[bool] = True
+    #: Text every route task contains (reference servers use it to route a task to its app).
+    prompt_marker: ClassVar[str] = "pingall"
 
     def __init__(
         self,

@@ -119,6 +119,7 @@ def test_prompt_states_format_rules_without_leaking_ground_truth() -> None:
         prompt = query.prompt
         assert '"machine"' in prompt and '"command"' in prompt and '{"done": true}' in prompt
         assert "sudo" in prompt and "ping" in prompt and "prefix" in prompt
+        assert APP.prompt_marker in prompt and "kubectl" not in prompt
         for fault in query.ground_truth["faults"]:
             for command in fault["inject"] + fault["repair"]:
                 assert command not in prompt
