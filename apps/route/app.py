@@ -29,6 +29,7 @@ from evaluator.app import App, EmulatorError, Episode, ResetNeededError
 from evaluator.types import JSON, Query, StepResult, Verdict
 
 from apps.route import agents
+from apps.route.examples import EXAMPLES
 from apps.route.faults import LEVEL_LABELS, level_of, sample_ground_truth, with_prefix
 from apps.route.network import RouteNetwork
 from apps.route.probe import PROBE_TIMEOUT_S, PingallResult
@@ -400,3 +401,7 @@ class RouteApp(App):
     def heuristic_reply(self, history: list[JSON]) -> str:
         """Scripted operator without ground truth (see :func:`agents.heuristic_reply`)."""
         return agents.heuristic_reply(history)
+
+    def few_shot_examples(self) -> list[tuple[str, str]]:
+        """Hand-written (situation, next command) pairs for few-shot prompting."""
+        return list(EXAMPLES)
