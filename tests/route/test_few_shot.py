@@ -12,7 +12,7 @@ def test_every_example_answer_is_one_allowed_command():
     for situation, answer in examples:
         parsed = parse_reply(answer)
         assert parsed.error is None and not parsed.done, (answer, parsed)
-        assert parsed.machine == "r0"
+        assert parsed.machine == "r0" and parsed.command is not None
         argv, refusal = check_command(parsed.command)
         assert refusal is None and argv, (parsed.command, refusal)
         assert "ping" not in answer and situation
