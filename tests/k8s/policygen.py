@@ -16,9 +16,10 @@ Excluded on purpose, each a known divergence between the two sides (docs/k8s-clu
    against pods of the policy's own namespace and then opens the resulting numbers towards every
    destination (pkg/controllers/netpol/policy.go, ``len(specEgressRule.To) == 0`` branch), where
    Kubernetes resolves the name per destination pod. Such rules get numeric ports only.
-3. ``operator: Exists`` in a peer's podSelector together with a namespaceSelector: nca 2.1.0
-   then matches only pods of the policy's own namespace (checked by hand: ``In`` with all values
-   matches the other namespace's pods, ``Exists`` does not). Such peers use other operators.
+3. ``operator: Exists`` or ``DoesNotExist`` in a peer's podSelector together with a
+   namespaceSelector: nca 2.1.0 then matches only pods of the policy's own namespace (checked by
+   hand: ``In``, ``NotIn`` and matchLabels match the other namespace's pods, ``Exists`` and
+   ``DoesNotExist`` do not). Such peers use ``In``/``NotIn``/matchLabels.
 4. A pod selected both by policies with ingress rules and by policies with egress rules:
    kube-router v2.10.0 runs every policy selecting a pod in one per-pod chain for traffic in
    both directions, so an ingress rule that admits the destination also admits the source's
@@ -94,8 +95,7 @@ def _selector(
     key = rng.choice(sorted(labels))
     if roll < 0.7:
         return {"matchLabels": {key: rng.choice(labels[key])}}
-    ops = ("In", "NotIn", "Exists", "DoesNotExist") if allow_exists else (
-        "In", "NotIn", "DoesNotExist")
+    ops = ("In", "NotIn", "Exists", "DoesNotExist") if allow_exists else ("In", "NotIn")
     op = rng.choice(ops)
     expr: Obj = {"key": key, "operator": op}
     if op in ("In", "NotIn"):
