@@ -13,9 +13,8 @@ Processes (all real Kubernetes code except the node agent):
 * kube-router in firewall-only mode — NetworkPolicy as iptables/ipset rules
   (https://www.kube-router.io/docs/user-guide/).
 
-Everything except the node agent runs inside one network namespace (``config.netns``); all
-iptables/ipset state lives there, so the host's rules are never touched and deleting the
-namespace removes them.
+Every daemon runs inside one network namespace (``config.netns``); all iptables/ipset state
+lives there, so the host's rules are never touched and deleting the namespace removes them.
 """
 
 from __future__ import annotations
@@ -144,7 +143,7 @@ class Cluster:
             self._start("kube-apiserver", self._apiserver_argv(), in_netns=True)
             self._wait_apiserver(deadline)
             self._start("kube-controller-manager", self._kcm_argv(), in_netns=True)
-            self._start("node-agent", self._agent_argv(), in_netns=False)
+            self._start("node-agent", self._agent_argv(), in_netns=True, keep_mounts=True)
             self._wait_node_ready(deadline)
             self._start("kube-router", self._kube_router_argv(), in_netns=True)
             from apps.k8s.cluster.sync import DataplaneSync
@@ -161,13 +160,13 @@ class Cluster:
         The agent reconciles on start (re-adopts pod namespaces, reopens listeners).
         """
         deadline = time.monotonic() + timeout_s
-        for name, in_netns, argv in (
-            ("node-agent", False, self._agent_argv()),
-            ("kube-router", True, self._kube_router_argv()),
+        for name, keep_mounts, argv in (
+            ("node-agent", True, self._agent_argv()),
+            ("kube-router", False, self._kube_router_argv()),
         ):
             if processes.daemon_pid(name, self.config.run_dir, self._marker) is None:
                 processes.stop_daemon(name, self.config.run_dir, self._marker)
-                self._start(name, argv, in_netns=in_netns)
+                self._start(name, argv, in_netns=True, keep_mounts=keep_mounts)
                 if name == "node-agent":
                     self._wait_node_ready(deadline)
         from apps.k8s.cluster.sync import DataplaneSync
@@ -313,9 +312,19 @@ class Cluster:
                 pair.cert, pair.key, user,
             )
 
-    def _start(self, name: str, argv: list[str], *, in_netns: bool) -> None:
+    def _start(
+        self, name: str, argv: list[str], *, in_netns: bool, keep_mounts: bool = False
+    ) -> None:
+        """Start a daemon, inside the cluster network namespace if ``in_netns``.
+
+        ``ip netns exec`` also gives the process a private mount namespace (with the netns'
+        /sys), in which named namespaces it creates would stay invisible to the host; the node
+        agent creates pod namespaces, so it joins only the network namespace (``keep_mounts``).
+        """
         cfg = self.config
-        if in_netns:
+        if in_netns and keep_mounts:
+            argv = ["nsenter", f"--net={netns.NETNS_DIR / cfg.netns}", "--", *argv]
+        elif in_netns:
             argv = ["ip", "netns", "exec", cfg.netns, *argv]
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO_ROOT)
