@@ -2,7 +2,7 @@
 .PHONY: setup demo test lint bench k8s-binaries
 
 setup:
-	scripts/setup.sh
+	WITH_K8S=1 scripts/setup.sh
 
 demo:
 	scripts/demo.sh

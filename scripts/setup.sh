@@ -9,7 +9,7 @@ APT_PACKAGES=(
   mininet iproute2 iptables ipset    # the route app's emulator
   bubblewrap                         # sandbox for agent code and commands
   chromium                           # page tests (headless)
-  socat conntrack ethtool procps psmisc
+  socat conntrack ethtool procps psmisc util-linux net-tools curl ca-certificates
 )
 
 missing=()
