@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   redis-server postgresql            # Celery broker; production database (CI runs both)
   mininet iproute2 iptables ipset    # the route app's emulator
-  bubblewrap                         # sandbox for agent code and commands
+  bubblewrap libseccomp2             # sandbox for agent code and commands
   chromium                           # page tests (headless)
   socat conntrack ethtool procps psmisc util-linux net-tools curl ca-certificates
 )

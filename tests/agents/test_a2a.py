@@ -624,7 +624,7 @@ def sdk_purple_agent(mode: str) -> tuple[str, RunningServer]:
             await updater.complete()
 
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-            raise NotImplementedError
+            raise RuntimeError("the evaluator never cancels a task")
 
     port = free_port()
     card = AgentCard(
