@@ -155,22 +155,7 @@ class GuardedHttpClient(AgentClient):
         deadline = time.monotonic() + self.timeout_s
         body = json.dumps(self.build_body(messages, episode_id)).encode()
         headers = self.request_headers(episode_id)
-        attempt = 0
-        while True:
-            attempt += 1
-            self.last_attempts = attempt
-            try:
-                raw = self._send_once(body, headers, deadline)
-                break
-            except _RetryableError as exc:
-                delay = self.backoff_s * (2 ** (attempt - 1))
-                out_of_time = time.monotonic() + delay >= deadline
-                if attempt > self.max_retries or out_of_time:
-                    why = "deadline reached" if out_of_time else "no retries left"
-                    raise AgentError(
-                        exc.category, f"{exc} (after {attempt} attempt(s), {why})"
-                    ) from None
-                time.sleep(delay)
+        raw = self.request_with_retries("POST", self.endpoint, body, headers, deadline)
         try:
             data = json.loads(raw)
         except (ValueError, RecursionError):  # RecursionError: absurdly nested arrays
@@ -180,7 +165,51 @@ class GuardedHttpClient(AgentClient):
         text = self.parse_reply(data)
         return AgentReply(text=text, latency_s=time.perf_counter() - started)
 
-    def _send_once(self, body: bytes, headers: dict[str, str], deadline: float) -> bytes:
+    def request_with_retries(
+        self,
+        method: str,
+        url: str | httpx.URL,
+        body: bytes | None,
+        headers: dict[str, str],
+        deadline: float,
+        *,
+        what: str = "",
+        not_found: type[Exception] | None = None,
+    ) -> bytes:
+        """Send one request, retrying transport failures with backoff until ``deadline``.
+
+        ``what`` prefixes error messages (e.g. ``"agent card"``); with ``not_found`` set, an
+        HTTP 404 raises that exception instead of an ``http_status`` error.
+
+        Raises:
+            AgentError: every failure, with the categories of :class:`AgentError`.
+        """
+        prefix = f"{what}: " if what else ""
+        attempt = 0
+        while True:
+            attempt += 1
+            self.last_attempts = attempt
+            try:
+                return self._send_once(method, url, body, headers, deadline, not_found)
+            except _RetryableError as exc:
+                delay = self.backoff_s * (2 ** (attempt - 1))
+                out_of_time = time.monotonic() + delay >= deadline
+                if attempt > self.max_retries or out_of_time:
+                    why = "deadline reached" if out_of_time else "no retries left"
+                    raise AgentError(
+                        exc.category, f"{prefix}{exc} (after {attempt} attempt(s), {why})"
+                    ) from None
+                time.sleep(delay)
+
+    def _send_once(
+        self,
+        method: str,
+        url: str | httpx.URL,
+        body: bytes | None,
+        headers: dict[str, str],
+        deadline: float,
+        not_found: type[Exception] | None,
+    ) -> bytes:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise AgentError("timeout", f"no reply within the {self.timeout_s:g} s deadline")
@@ -190,11 +219,13 @@ class GuardedHttpClient(AgentClient):
             write=remaining,
             pool=remaining,
         )
-        where = public_url(self.endpoint)
+        where = public_url(url)
         try:
             with self._client.stream(
-                "POST", self.endpoint, content=body, headers=headers, timeout=timeout
+                method, url, content=body, headers=headers, timeout=timeout
             ) as response:
+                if not_found is not None and response.status_code == 404:
+                    raise not_found(where)
                 self._check_status(response)
                 return self._read_capped(response, deadline)
         except RefusedAddressError as exc:

@@ -48,7 +48,6 @@ import httpx
 from evaluator.agents._http import (
     USER_AGENT,
     GuardedHttpClient,
-    _RetryableError,
     excerpt,
     public_url,
 )
@@ -371,7 +370,15 @@ class A2AClient(GuardedHttpClient):
         card_url = urls[0]
         for number, card_url in enumerate(urls):
             try:
-                raw = self._get_with_retries(card_url, headers, deadline)
+                raw = self.request_with_retries(
+                    "GET",
+                    card_url,
+                    None,
+                    headers,
+                    deadline,
+                    what="agent card",
+                    not_found=_CardNotFoundError,
+                )
                 break
             except _CardNotFoundError:
                 if number + 1 == len(urls):
@@ -412,62 +419,6 @@ class A2AClient(GuardedHttpClient):
             protocol_version=field("protocolVersion"),
             sha256=hashlib.sha256(raw).hexdigest(),
         )
-
-    def _get_with_retries(self, url: str, headers: dict[str, str], deadline: float) -> bytes:
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return self._get_once(url, headers, deadline)
-            except _RetryableError as exc:
-                delay = self.backoff_s * (2 ** (attempt - 1))
-                out_of_time = time.monotonic() + delay >= deadline
-                if attempt > self.max_retries or out_of_time:
-                    why = "deadline reached" if out_of_time else "no retries left"
-                    raise AgentError(
-                        exc.category,
-                        f"agent card: {exc} (after {attempt} attempt(s), {why})",
-                    ) from None
-                time.sleep(delay)
-
-    def _get_once(self, url: str, headers: dict[str, str], deadline: float) -> bytes:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise AgentError("timeout", f"no agent card within the {self.timeout_s:g} s deadline")
-        timeout = httpx.Timeout(
-            connect=min(self.connect_timeout_s, remaining),
-            read=remaining,
-            write=remaining,
-            pool=remaining,
-        )
-        where = public_url(url)
-        try:
-            with self._client.stream("GET", url, headers=headers, timeout=timeout) as response:
-                if response.status_code == 404:
-                    raise _CardNotFoundError(where)
-                self._check_status(response)
-                return self._read_capped(response, deadline)
-        except RefusedAddressError as exc:
-            raise AgentError("refused_address", str(exc)) from None
-        except ResolveError as exc:
-            raise AgentError("transport", str(exc)) from None
-        except httpx.ConnectTimeout:
-            raise _RetryableError("timeout", f"connecting to {where} timed out") from None
-        except (
-            httpx.ConnectError,
-            httpx.ReadError,
-            httpx.WriteError,
-            httpx.RemoteProtocolError,
-        ) as exc:
-            raise _RetryableError("transport", f"{where}: {exc or type(exc).__name__}") from None
-        except httpx.TimeoutException:
-            raise AgentError(
-                "timeout", f"{where} did not answer within the {self.timeout_s:g} s deadline"
-            ) from None
-        except httpx.DecodingError as exc:
-            raise AgentError("bad_response", f"{where}: undecodable body: {exc}") from None
-        except httpx.HTTPError as exc:
-            raise AgentError("transport", f"{where}: {exc}") from None
 
     # -- one turn ------------------------------------------------------------------------
 
