@@ -350,6 +350,9 @@ def _bwrap_command(
         "--proc", "/proc",
         "--dev", "/dev",
     ]  # fmt: skip
+    # The scratch tmpfs is mounted before the read-only binds: a checkout (and its venv) that
+    # lives under /tmp must stay visible above it.
+    cmd += ["--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", _SCRATCH]
     made: set[str] = {"/usr", "/bin", "/sbin", "/lib", "/lib64", "/proc", "/dev", _SCRATCH}
     for target in (*plan.ro_dirs, _HARNESS_IN_SANDBOX):
         for parent in _parents(target):
@@ -359,7 +362,6 @@ def _bwrap_command(
     for directory in plan.ro_dirs:
         cmd += ["--ro-bind", directory, directory]
     cmd += ["--ro-bind", str(_HARNESS_PATH.resolve()), _HARNESS_IN_SANDBOX]
-    cmd += ["--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", _SCRATCH]
     cmd += ["--chdir", _SCRATCH]
     if seccomp_fd is not None:
         cmd += ["--seccomp", str(seccomp_fd)]

@@ -685,3 +685,23 @@ def test_bwrap_start_failure_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> 
         run("def f(x):\n    return 1\n")
     result = run("def f(x):\n    return 1\n", raise_unavailable=False)
     assert result.failure == "sandbox_unavailable" and "nonexistent" in result.error
+
+
+def test_read_only_dirs_under_tmp_stay_visible_above_the_scratch_tmpfs(monkeypatch) -> None:
+    # A checkout (and its venv) may live under /tmp, as CI clones do: the sandbox's own /tmp
+    # must not hide it.
+    import dataclasses
+    import tempfile
+
+    from evaluator import sandbox
+
+    host_dir = tempfile.mkdtemp(prefix="netarena-ro-", dir="/tmp")
+    Path(host_dir, "marker.txt").write_text("visible")
+    os.chmod(host_dir, 0o755)
+    os.chmod(Path(host_dir, "marker.txt"), 0o644)
+    plan = sandbox._plan()
+    monkeypatch.setattr(
+        sandbox, "_plan", lambda: dataclasses.replace(plan, ro_dirs=(*plan.ro_dirs, host_dir))
+    )
+    result = run(f"def f(x):\n    return open({str(Path(host_dir, 'marker.txt'))!r}).read()\n")
+    assert result.ok and result.value == "visible", result
