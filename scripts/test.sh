@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 WITH_K8S=${WITH_K8S:-1} scripts/setup.sh
 
+# The servers started here are stopped again on exit, so that runs never leave them behind.
+trap 'scripts/services.sh stop postgres; scripts/services.sh stop redis' EXIT
 export CELERY_BROKER_URL
 CELERY_BROKER_URL=$(scripts/services.sh start redis)
 export CELERY_RESULT_BACKEND=$CELERY_BROKER_URL
