@@ -129,7 +129,6 @@ NETARENA = {
     "AGENT_ALLOWED_NETWORKS": env.list("NETARENA_AGENT_ALLOWED_NETWORKS", default=[]),
     "AGENT_TIMEOUT_S": env.float("NETARENA_AGENT_TIMEOUT_S", default=60.0),
     "ORACLE_VAULT_DIR": env("NETARENA_ORACLE_VAULT_DIR", default=str(BASE_DIR / "var" / "vault")),
-    "QUERIES_PER_APP": env.int("NETARENA_QUERIES_PER_APP", default=30),
     "SUBMISSIONS_PER_TEAM_PER_DAY": env.int("NETARENA_SUBMISSIONS_PER_TEAM_PER_DAY", default=5),
 }
 

@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
-from evaluator.agents import PROTOCOLS, make_client
+from evaluator.agents import LOOPBACK_NETWORKS, PROTOCOLS, make_client
 from evaluator.evaluation import evaluate_agent
 from evaluator.oracle_vault import OracleVault
 from evaluator.registry import app_ids
 from evaluator.report import format_summary_table, write_result_file
 from evaluator.runner import EpisodeResult
-
-#: The CLI runs on the user's own machine, so agents on loopback are allowed by default.
-DEFAULT_CLI_ALLOWED_NETWORKS = ("127.0.0.0/8", "::1/128")
 
 
 def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,13 +74,11 @@ def run_evaluate(options: argparse.Namespace, out: object = sys.stdout) -> int:
         return 2
     api_key = None
     if options.api_key_env:
-        import os
-
         api_key = os.environ.get(options.api_key_env)
     allowed = (
         options.allow_network
         if options.allow_network is not None
-        else list(DEFAULT_CLI_ALLOWED_NETWORKS)
+        else list(LOOPBACK_NETWORKS)  # the CLI runs on the user's own machine
     )
     try:
         client = make_client(

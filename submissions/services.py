@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from evaluator.agents import make_client
+from evaluator.agents import LOOPBACK_NETWORKS, make_client
 from evaluator.agents.base import AgentClient
 from evaluator.evaluation import run_episode_guarded
 from evaluator.oracle_vault import OracleVault
@@ -38,7 +38,6 @@ from submissions.models import Agent, Episode, Round, Submission, Team
 logger = logging.getLogger(__name__)
 
 EPISODE_MAX_ATTEMPTS = 3
-LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
 REFERENCE_KINDS = ("oracle", "null", "heuristic", "llm")
 
 

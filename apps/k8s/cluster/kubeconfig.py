@@ -58,45 +58,42 @@ DEFAULT_NAMESPACE_RULES: tuple[dict[str, Any], ...] = (
 """What a namespace user may do: workloads, services and NetworkPolicies of its namespace."""
 
 
-def write_cert_kubeconfig(
-    path: Path, server: str, ca_cert: Path, client_cert: Path, client_key: Path, user: str
-) -> Path:
-    """Write a kubeconfig that authenticates with a client certificate (embedded, mode 0600)."""
-    doc = {
+def _kubeconfig(
+    server: str, ca_cert: Path, user: str, credentials: dict[str, str], namespace: str | None
+) -> dict[str, Any]:
+    """One-cluster, one-user kubeconfig document (kubeconfig v1 format)."""
+    context: dict[str, str] = {"cluster": "netarena", "user": user}
+    if namespace is not None:
+        context["namespace"] = namespace
+    return {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "netarena", "cluster": {
             "server": server,
             "certificate-authority-data": _b64(ca_cert.read_bytes()),
         }}],
-        "users": [{"name": user, "user": {
-            "client-certificate-data": _b64(client_cert.read_bytes()),
-            "client-key-data": _b64(client_key.read_bytes()),
-        }}],
-        "contexts": [{"name": user, "context": {"cluster": "netarena", "user": user}}],
+        "users": [{"name": user, "user": credentials}],
+        "contexts": [{"name": user, "context": context}],
         "current-context": user,
+    }  # fmt: skip
+
+
+def write_cert_kubeconfig(
+    path: Path, server: str, ca_cert: Path, client_cert: Path, client_key: Path, user: str
+) -> Path:
+    """Write a kubeconfig that authenticates with a client certificate (embedded, mode 0600)."""
+    credentials = {
+        "client-certificate-data": _b64(client_cert.read_bytes()),
+        "client-key-data": _b64(client_key.read_bytes()),
     }
-    return _write(path, doc)
+    return _write(path, _kubeconfig(server, ca_cert, user, credentials, None))
 
 
 def write_token_kubeconfig(
     path: Path, server: str, ca_cert: Path, token: str, user: str, namespace: str
 ) -> Path:
     """Write a kubeconfig that authenticates with a bearer token, default namespace set."""
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "netarena", "cluster": {
-            "server": server,
-            "certificate-authority-data": _b64(ca_cert.read_bytes()),
-        }}],
-        "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [{"name": user, "context": {
-            "cluster": "netarena", "user": user, "namespace": namespace,
-        }}],
-        "current-context": user,
-    }
-    return _write(path, doc)
+    return _write(path, _kubeconfig(server, ca_cert, user, {"token": token}, namespace))
 
 
 def mint_namespace_kubeconfig(
