@@ -21,7 +21,7 @@ from apps.k8s.cluster.prober import (
 )
 from apps.k8s.cluster.rest import KubeRest, resource_path
 from apps.k8s.cluster.sync import wait_pods_ready
-from tests.k8s.conftest import kubectl
+from tests.apps.k8s.conftest import kubectl
 
 pytestmark = [pytest.mark.k8s, pytest.mark.root]
 

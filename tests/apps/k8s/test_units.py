@@ -17,7 +17,7 @@ from apps.k8s.cluster.nca_runner import _parse_conn
 from apps.k8s.cluster.netns import pod_link_name
 from apps.k8s.cluster.node_agent import IpAllocator, pod_ports
 from apps.k8s.cluster.rest import resource_path
-from tests.k8s.policygen import IP_BLOCKS, pod_manifests, random_policies
+from tests.apps.k8s.policygen import IP_BLOCKS, pod_manifests, random_policies
 
 
 def test_client_certificate_carries_user_and_groups(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from apps.route.app import RouteApp, RouteEpisode
 from apps.route.sandbox import run_sandboxed
-from tests.route.helpers import host_footprint, require_emulator
+from tests.apps.route.helpers import host_footprint, require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns]
 

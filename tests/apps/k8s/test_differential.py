@@ -21,7 +21,7 @@ from apps.k8s.cluster.nca_oracle import ensure_nca_venv, nca_allowed_ports
 from apps.k8s.cluster.prober import PodEndpoint, list_pod_endpoints, measure_matrix
 from apps.k8s.cluster.rest import KubeRest, resource_path
 from apps.k8s.cluster.sync import wait_pods_ready
-from tests.k8s.policygen import (
+from tests.apps.k8s.policygen import (
     NS_LABELS,
     POD_LABELS,
     pod_manifests,

@@ -16,7 +16,7 @@ from apps.k8s.cluster import netns, processes
 from apps.k8s.cluster.control_plane import COMPONENTS, REPO_ROOT, Cluster
 from apps.k8s.cluster.prober import Probe, list_pod_endpoints, probe_once
 from apps.k8s.cluster.sync import wait_pods_ready
-from tests.k8s.conftest import host_firewall_snapshot, kubectl
+from tests.apps.k8s.conftest import host_firewall_snapshot, kubectl
 
 pytestmark = [pytest.mark.k8s, pytest.mark.root]
 

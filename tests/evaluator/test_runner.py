@@ -5,7 +5,7 @@ from __future__ import annotations
 from evaluator.agents.base import AgentClient, AgentError, AgentReply
 from evaluator.oracle_vault import OracleVault
 from evaluator.runner import EpisodeResult, run_episode
-from tests.engine.toy_app import GuessApp
+from tests.evaluator.toy_app import GuessApp
 
 
 class ScriptedClient(AgentClient):

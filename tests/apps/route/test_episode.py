@@ -12,7 +12,7 @@ from apps.route.network import list_interfaces
 from evaluator.app import ResetNeededError
 from evaluator.runner import run_episode
 from evaluator.types import Query
-from tests.route.helpers import FunctionClient, ScriptClient, require_emulator
+from tests.apps.route.helpers import FunctionClient, ScriptClient, require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns]
 

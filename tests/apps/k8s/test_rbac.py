@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from apps.k8s.cluster.control_plane import Cluster
-from tests.k8s.conftest import kubectl
+from tests.apps.k8s.conftest import kubectl
 
 pytestmark = [pytest.mark.k8s, pytest.mark.root]
 

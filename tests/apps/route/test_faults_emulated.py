@@ -21,7 +21,7 @@ from apps.route.faults import (
 )
 from apps.route.network import RouteNetwork
 from apps.route.topology import RouteTopology
-from tests.route.helpers import require_emulator
+from tests.apps.route.helpers import require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns]
 

@@ -6,7 +6,7 @@ import pytest
 
 from submissions import services
 from submissions.models import Episode, Team
-from tests.site.test_services import OracleClient, run_everything
+from tests.submissions.test_services import OracleClient, run_everything
 
 pytestmark = pytest.mark.django_db
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 def finished(monkeypatch, django_capture_on_commit_callbacks):
     from evaluator import registry
 
-    monkeypatch.setitem(registry.APP_PATHS, "guess", "tests.engine.toy_app:GuessApp")
+    monkeypatch.setitem(registry.APP_PATHS, "guess", "tests.evaluator.toy_app:GuessApp")
     registry.get_app.cache_clear()
     monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient(agent.name))
     team = Team.objects.create(name="Team Seven")

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from evaluator.agents import make_client
-from tests.agents.conftest import LOOPBACK
+from tests.evaluator.conftest import LOOPBACK
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PYTHON = sys.executable
 URL_RE = re.compile(r"at (http://127\.0\.0\.1:\d+)")
 
@@ -63,7 +63,7 @@ SERVE_HEURISTIC = [
     "--agent",
     "heuristic",
     "--app",
-    "tests.agents.toyapp:ToyApp",
+    "tests.evaluator.toyapp:ToyApp",
     "--protocol",
     "http-json",
     "--port",
@@ -105,7 +105,7 @@ def test_entry_points_refuse_bad_configurations_clearly(entry: list[str]) -> Non
         "--agent",
         "heuristic",
         "--app",
-        "tests.agents.toyapp:ToyCodeApp",
+        "tests.evaluator.toyapp:ToyCodeApp",
         "--protocol",
         "openai-chat",
         "--port",

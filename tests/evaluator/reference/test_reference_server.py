@@ -20,7 +20,7 @@ from evaluator.reference.agents import (
 )
 from evaluator.reference.server import build_asgi_app
 from evaluator.runner import run_episode
-from tests.agents.conftest import LOOPBACK
+from tests.evaluator.conftest import LOOPBACK
 
 pytestmark = pytest.mark.usefixtures("toy_apps")
 
@@ -156,11 +156,11 @@ def test_health_endpoint_describes_the_agent(serve) -> None:
 
 def test_load_app_accepts_ids_and_class_paths() -> None:
     assert load_app("toy").app_id == "toy"
-    assert load_app("tests.agents.toyapp:ToyCodeApp").app_id == "toycode"
+    assert load_app("tests.evaluator.toyapp:ToyCodeApp").app_id == "toycode"
     with pytest.raises(AgentConfigError, match="unknown app"):
         load_app("nope")
     with pytest.raises(AgentConfigError, match="not an evaluator.app.App"):
-        load_app("tests.agents.toyapp:WORDS")
+        load_app("tests.evaluator.toyapp:WORDS")
     with pytest.raises(AgentConfigError, match="unknown reference agent"):
         make_agent("wizard", load_app("toy"))
 
@@ -193,8 +193,8 @@ def test_all_apps_keeps_those_the_agent_supports(monkeypatch) -> None:
         registry,
         "APP_PATHS",
         {
-            "toy": "tests.agents.toyapp:ToyApp",
-            "toycode": "tests.agents.toyapp:ToyCodeApp",
+            "toy": "tests.evaluator.toyapp:ToyApp",
+            "toycode": "tests.evaluator.toyapp:ToyCodeApp",
             "missing": "tests.agents.no_such_module:App",
         },
     )

@@ -19,9 +19,9 @@ LOOPBACK = list(LOOPBACK_NETWORKS)
 
 @pytest.fixture
 def toy_apps(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Register ``toy`` and ``toycode`` (tests/agents/toyapp.py) for the duration of a test."""
-    monkeypatch.setitem(registry.APP_PATHS, "toy", "tests.agents.toyapp:ToyApp")
-    monkeypatch.setitem(registry.APP_PATHS, "toycode", "tests.agents.toyapp:ToyCodeApp")
+    """Register ``toy`` and ``toycode`` (tests/evaluator/toyapp.py) for the duration of a test."""
+    monkeypatch.setitem(registry.APP_PATHS, "toy", "tests.evaluator.toyapp:ToyApp")
+    monkeypatch.setitem(registry.APP_PATHS, "toycode", "tests.evaluator.toyapp:ToyCodeApp")
     registry.get_app.cache_clear()
     yield
     registry.get_app.cache_clear()

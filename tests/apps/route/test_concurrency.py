@@ -8,7 +8,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 from apps.route.app import RouteApp
-from tests.route.helpers import host_footprint, require_emulator, run_oracle_episode_in_subprocess
+from tests.apps.route.helpers import host_footprint, require_emulator, run_oracle_episode_in_subprocess
 
 pytestmark = [pytest.mark.root, pytest.mark.netns, pytest.mark.slow]
 
@@ -41,7 +41,7 @@ def test_a_killed_episode_process_is_cleaned_up_without_touching_live_ones() -> 
         node_shell_pids,
     )
     from apps.route.topology import RouteTopology
-    from tests.route.helpers import start_network_and_hang
+    from tests.apps.route.helpers import start_network_and_hang
 
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()

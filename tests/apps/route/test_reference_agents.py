@@ -19,7 +19,7 @@ import pytest
 from apps.route.app import RouteApp
 from evaluator.runner import EpisodeResult, run_episode
 from evaluator.types import JSON
-from tests.route.helpers import FunctionClient, ScriptClient, host_footprint, require_emulator
+from tests.apps.route.helpers import FunctionClient, ScriptClient, host_footprint, require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns, pytest.mark.slow]
 

@@ -9,7 +9,7 @@ import pytest
 
 from apps.k8s.cluster.control_plane import Cluster
 from apps.k8s.cluster.sync import wait_pods_ready
-from tests.k8s.conftest import kubectl
+from tests.apps.k8s.conftest import kubectl
 
 pytestmark = [pytest.mark.k8s, pytest.mark.root]
 

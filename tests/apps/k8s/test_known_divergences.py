@@ -2,7 +2,7 @@
 
 Each test states the correct Kubernetes behaviour and is marked ``xfail(strict=True)``: it fails
 today because of the upstream bug, and the suite turns red the day a kube-router upgrade fixes
-it, so the exclusions in ``tests/k8s/policygen.py`` can be lifted.
+it, so the exclusions in ``tests/apps/k8s/policygen.py`` can be lifted.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from apps.k8s.cluster.control_plane import Cluster
 from apps.k8s.cluster.prober import list_pod_endpoints, measure_matrix
 from apps.k8s.cluster.sync import wait_pods_ready
-from tests.k8s.conftest import kubectl
+from tests.apps.k8s.conftest import kubectl
 
 pytestmark = [pytest.mark.k8s, pytest.mark.root]
 

@@ -23,7 +23,7 @@ from evaluator.agents import (
     make_client,
 )
 from evaluator.reference.server import RunningServer, serve_in_thread
-from tests.agents.conftest import LOOPBACK, free_port
+from tests.evaluator.conftest import LOOPBACK, free_port
 
 CHAT = [
     {"role": "user", "content": "task"},

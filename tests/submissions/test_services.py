@@ -32,7 +32,7 @@ class OracleClient(AgentClient):
 
 @pytest.fixture
 def toy_app(monkeypatch):
-    monkeypatch.setitem(registry.APP_PATHS, "guess", "tests.engine.toy_app:GuessApp")
+    monkeypatch.setitem(registry.APP_PATHS, "guess", "tests.evaluator.toy_app:GuessApp")
     registry.get_app.cache_clear()
     yield
     registry.get_app.cache_clear()
