@@ -32,8 +32,8 @@ from evaluator.reference import server as server_module
 from evaluator.reference.agents import make_agent
 from evaluator.reference.server import RunningServer, build_asgi_app, serve_in_thread
 from evaluator.runner import run_episode
-from tests.evaluator.conftest import LOOPBACK, free_port
 from tests.conftest import require
+from tests.evaluator.conftest import LOOPBACK, free_port
 
 REPO = Path(__file__).resolve().parents[3]
 
