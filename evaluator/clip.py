@@ -102,8 +102,9 @@ def clip_json(
     """Return a bounded, PostgreSQL-storable copy of ``value`` (see the module docstring).
 
     Never raises for any input (cycles are cut by the depth limit; unknown types become their
-    ``repr``, and a failing ``repr`` becomes its exception's type name). The compact JSON of
-    the result is at most ``max_bytes`` bytes (plus the small ``clipped`` envelope).
+    ``repr``, and a failing ``repr`` becomes its exception's type name). The JSON of the
+    result is at most ``max_bytes`` bytes (an oversized value becomes the ``clipped``
+    envelope whose preview is cut until the whole envelope fits).
     """
     try:
         bounded = _clip(value, 0, max_depth, max_items, max_chars)
@@ -113,8 +114,9 @@ def clip_json(
     size = len(encoded.encode("utf-8"))
     if size <= max_bytes:
         return bounded
-    return {
-        "clipped": True,
-        "bytes": size,
-        "preview": storable_text(encoded.encode("utf-8")[:max_bytes].decode("utf-8", "ignore")),
-    }
+    preview_chars = max_bytes // 2
+    while True:  # the preview is re-escaped inside the envelope: shrink until it fits
+        envelope = {"clipped": True, "bytes": size, "preview": encoded[:preview_chars]}
+        if preview_chars == 0 or len(json.dumps(envelope).encode("utf-8")) <= max_bytes:
+            return envelope
+        preview_chars //= 2
