@@ -210,3 +210,24 @@ def run_function(
     finally:
         if cgroup is not None:
             cgroup.destroy()
+
+
+def check_host(limits: SandboxLimits = SandboxLimits()) -> tuple[str, ...]:  # noqa: B008
+    """Check at start-up that agent code can be sandboxed here; return the layers available.
+
+    Resolves the tools (root, bwrap, setpriv, unshare) and creates and removes one probe
+    cgroup with ``limits``. A worker that runs MALT episodes calls this once when it starts,
+    so that a host without a memory cgroup fails loudly instead of per episode.
+
+    Raises:
+        SandboxUnavailableError: the reason, e.g. no memory limit can be enforced (unless
+            ``NETARENA_SANDBOX_ALLOW_NO_CGROUP=1``).
+    """
+    _bwrap.plan()
+    controls: tuple[str, ...] = ("bwrap", "uid", "rlimits", "ipc_limits")
+    controls += ("seccomp",) if seccomp_program() is not None else ()
+    probe = _make_cgroup(f"netarena-sbx-probe-{os.getpid()}", limits, raise_unavailable=True)
+    if isinstance(probe, Cgroup):
+        probe.destroy()
+        controls += ("cgroup",)
+    return controls

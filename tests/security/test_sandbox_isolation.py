@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.sandbox import SandboxLimits, SandboxUnavailableError, _cgroup, run_function
+from evaluator.sandbox import (
+    SandboxLimits,
+    SandboxUnavailableError,
+    _cgroup,
+    check_host,
+    run_function,
+)
 from tests.conftest import require_root, require_tool
 
 SMALL = SandboxLimits(wall_timeout_s=20.0, cpu_time_s=20.0, memory_bytes=256 * 1024**2)
@@ -99,6 +105,13 @@ def test_without_a_memory_cgroup_agent_code_is_refused(monkeypatch, tmp_path) ->
     result = run_function("def f(x):\n    return 1\n", "f", None, raise_unavailable=False)
     assert result.failure == "sandbox_unavailable"
     assert _cgroup.ALLOW_NO_CGROUP_ENV in (result.error or "")
+    with pytest.raises(SandboxUnavailableError, match="no memory limit"):  # at start-up too
+        check_host()
+
+
+def test_start_up_check_reports_the_layers_of_this_host() -> None:
+    controls = check_host()
+    assert {"bwrap", "uid", "rlimits", "ipc_limits", "cgroup"} <= set(controls)
 
 
 def test_the_development_override_runs_without_a_cgroup(monkeypatch, tmp_path) -> None:
