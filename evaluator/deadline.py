@@ -10,6 +10,8 @@ runner records as the agent's failure ``"bad_output:judge_timeout"`` (scored inc
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class JudgeBudgetExceeded(Exception):  # noqa: N818 - reads as the event it reports
@@ -41,3 +43,13 @@ class Deadline:
         """Raise :class:`JudgeBudgetExceeded` once the budget is spent."""
         if time.monotonic() > self.expires_at:
             raise JudgeBudgetExceeded(f"judging the reply took more than {self.budget_s} s")
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Do not count the time spent inside the ``with`` block (e.g. a sandbox run that has
+        its own limits) against the budget."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.expires_at += time.monotonic() - started
