@@ -27,7 +27,7 @@ class HostileEpisode(Episode):
     def step(self, agent_text: str) -> StepResult:
         self.steps += 1
         observation = self.app.judge(agent_text)
-        done = self.steps >= self.app.max_steps
+        done = self.steps >= self.app.steps_until_done
         return StepResult(observation, terminated=done, info=self.app.info)
 
     def verdict(self) -> Verdict:
@@ -50,13 +50,13 @@ class HostileApp(App):
         *,
         details: JSON | None = None,
         info: JSON | None = None,
-        max_steps: int = 1,
+        steps_until_done: int = 1,
         verdict_error: Exception | None = None,
     ) -> None:
         self.judge = judge or (lambda text: f"echo: {text[:20]}")
         self.details = details or {}
         self.info = info or {}
-        self.max_steps = max_steps
+        self.steps_until_done = steps_until_done
         self.verdict_error = verdict_error
         self.closed = 0
 

@@ -122,8 +122,8 @@ def test_verdict_details_are_clipped_and_storable() -> None:
 
 def test_transcripts_are_clipped_per_entry_and_per_episode() -> None:
     huge = "y" * (TRANSCRIPT_ENTRY_MAX_CHARS * 3)
-    app = HostileApp(max_steps=60, info={"blob": [math.inf] * 10_000, "nul": "a\x00b"})
-    result = run_episode(app, app.generate(1, 2)[0], ScriptedClient([huge] * 60))
+    app = HostileApp(steps_until_done=60, info={"blob": [math.inf] * 10_000, "nul": "a\x00b"})
+    result = run_episode(app, app.generate(1, 2)[0], ScriptedClient([huge] * 60), max_steps=60)
     contents = [entry["content"] for entry in result.transcript]
     assert max(len(text) for text in contents) <= TRANSCRIPT_ENTRY_MAX_CHARS + 100
     assert sum(len(text) for text in contents) <= TRANSCRIPT_MAX_CHARS + 200

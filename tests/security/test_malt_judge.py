@@ -6,6 +6,7 @@ Full episodes use the real sandbox; the pure judge is timed directly.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -41,7 +42,7 @@ def sandbox() -> None:
     require_tool("setpriv")
 
 
-def _graph(ids: list[object]) -> JSON:
+def _graph(ids: Sequence[object]) -> JSON:
     return {
         "__networkx__": {
             "directed": True,
