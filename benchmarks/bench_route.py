@@ -30,17 +30,8 @@ from apps.route.app import RouteApp  # noqa: E402
 from apps.route.faults import with_prefix  # noqa: E402
 from apps.route.network import RouteNetwork  # noqa: E402
 from apps.route.topology import RouteTopology  # noqa: E402
-from evaluator.agents.base import AgentClient, AgentReply  # noqa: E402
 from evaluator.runner import run_episode  # noqa: E402
-from evaluator.types import JSON  # noqa: E402
-
-
-class OracleClient(AgentClient):
-    def __init__(self, app: RouteApp, truth: JSON) -> None:
-        self.app, self.truth = app, truth
-
-    def complete(self, messages: list[JSON], *, episode_id: str) -> AgentReply:
-        return AgentReply(self.app.oracle_reply(self.truth, messages), 0.0)
+from evaluator.testing import ScriptedClient  # noqa: E402
 
 
 def _median(values: list[float]) -> str:
@@ -156,7 +147,9 @@ def bench_episodes(reps: int) -> None:
     for level in (1, 2):
         walls, steps = [], []
         for query in app.generate(reps, seed=11, level=level):
-            result = run_episode(app, query, OracleClient(app, query.ground_truth))
+            truth = query.ground_truth
+            oracle = ScriptedClient(lambda m, _e, t=truth: app.oracle_reply(t, m))  # type: ignore[misc]
+            result = run_episode(app, query, oracle)
             assert result.correct and result.safe
             walls.append(result.wall_s)
             steps.append(result.steps)

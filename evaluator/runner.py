@@ -78,7 +78,7 @@ def run_episode(
 
     The agent sees the first observation as a user message, answers, sees the next observation,
     and so on until the episode terminates, is truncated or ``max_steps`` (default: the app's)
-    replies were given. An agent that fails to answer (timeout, transport error, bad response)
+    replies were given (the episode gets the same budget). An agent that fails to answer (timeout, transport error, bad response)
     ends the episode as failed with ``failure = "agent:<category>"`` — never skipped.
     ``episode_id`` is the token the agent client sends with every request (default: a fresh
     random one); an oracle vault entry deposited under it must outlive the call.
@@ -94,7 +94,7 @@ def run_episode(
     agent_s = 0.0
     replies = 0
     started = time.perf_counter()
-    with app.episode(query) as episode:
+    with app.episode(query, max_steps=budget) as episode:
         observation = episode.reset()
         messages: list[JSON] = [{"role": "user", "content": observation}]
         transcript.add("user", observation)

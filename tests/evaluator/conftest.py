@@ -10,21 +10,18 @@ from typing import Any
 
 import pytest
 
-from evaluator import registry
 from evaluator.agents import LOOPBACK_NETWORKS
 from evaluator.reference.server import RunningServer, serve_in_thread
+from evaluator.testing import ToyApp, ToyCodeApp, registered_app
 
 LOOPBACK = list(LOOPBACK_NETWORKS)
 
 
 @pytest.fixture
-def toy_apps(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Register ``toy`` and ``toycode`` (tests/evaluator/toyapp.py) for the duration of a test."""
-    monkeypatch.setitem(registry.APP_PATHS, "toy", "tests.evaluator.toyapp:ToyApp")
-    monkeypatch.setitem(registry.APP_PATHS, "toycode", "tests.evaluator.toyapp:ToyCodeApp")
-    registry.get_app.cache_clear()
-    yield
-    registry.get_app.cache_clear()
+def toy_apps() -> Iterator[None]:
+    """Register ``toy`` and ``toycode`` (:mod:`evaluator.testing`) for the duration of a test."""
+    with registered_app({"toy": ToyApp, "toycode": ToyCodeApp}):
+        yield
 
 
 @pytest.fixture

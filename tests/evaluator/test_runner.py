@@ -8,23 +8,8 @@ from evaluator.agents.base import AgentClient, AgentError, AgentReply
 from evaluator.app import EmulatorError
 from evaluator.oracle_vault import OracleVault
 from evaluator.runner import INFRASTRUCTURE_ATTEMPTS, run_episode, run_episode_guarded
+from evaluator.testing import GuessApp, GuessEpisode, ScriptedClient
 from evaluator.types import EpisodeResult
-from tests.evaluator.toy_app import GuessApp, GuessEpisode
-
-
-class ScriptedClient(AgentClient):
-    """Replies from a list; an exception instance in the list is raised instead."""
-
-    def __init__(self, replies):
-        self.replies = list(replies)
-        self.seen = []
-
-    def complete(self, messages, *, episode_id):
-        self.seen.append((list(messages), episode_id))
-        item = self.replies.pop(0)
-        if isinstance(item, Exception):
-            raise item
-        return AgentReply(item, 0.01)
 
 
 def test_multi_step_episode_until_correct():

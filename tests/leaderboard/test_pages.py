@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from evaluator.testing import GuessApp, registered_app
 from submissions import services
 from submissions.models import Episode, Team
 from tests.submissions.test_services import OracleClient, run_everything
@@ -13,10 +14,11 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def finished(monkeypatch, django_capture_on_commit_callbacks):
-    from evaluator import registry
+    with registered_app({"guess": GuessApp}):
+        yield _finished(monkeypatch, django_capture_on_commit_callbacks)
 
-    monkeypatch.setitem(registry.APP_PATHS, "guess", "tests.evaluator.toy_app:GuessApp")
-    registry.get_app.cache_clear()
+
+def _finished(monkeypatch, django_capture_on_commit_callbacks):
     monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient(agent.name))
     team = Team.objects.create(name="Team Seven")
     agent = services.agent_create(
@@ -29,8 +31,7 @@ def finished(monkeypatch, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False):
         submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=20)
     run_everything(django_capture_on_commit_callbacks, submission)
-    yield submission
-    registry.get_app.cache_clear()
+    return submission
 
 
 def test_leaderboard_page_lists_agent_with_interval(client, finished):

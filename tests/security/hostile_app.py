@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from evaluator.agents.base import AgentClient, AgentReply
 from evaluator.app import App, Episode
 from evaluator.types import JSON, Query, StepResult, Verdict
 
@@ -72,13 +71,3 @@ class HostileApp(App):
     def oracle_reply(self, ground_truth: JSON, history: list[JSON]) -> str:
         return "anything"
 
-
-class ScriptedClient(AgentClient):
-    """Replies from a list, in order (the last one repeats)."""
-
-    def __init__(self, replies: list[str]) -> None:
-        self.replies = list(replies)
-
-    def complete(self, messages: list[JSON], *, episode_id: str) -> AgentReply:
-        text = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
-        return AgentReply(text, 0.0)

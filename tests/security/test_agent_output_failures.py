@@ -13,7 +13,8 @@ from evaluator import evaluation
 from evaluator.app import EmulatorError
 from evaluator.deadline import Deadline
 from evaluator.runner import run_episode, run_episode_guarded
-from tests.security.hostile_app import HostileApp, ScriptedClient
+from evaluator.testing import ScriptedClient
+from tests.security.hostile_app import HostileApp
 
 
 def _nested(depth: int) -> object:

@@ -18,8 +18,9 @@ import pytest
 from evaluator.clip import DETAILS_MAX_BYTES, INFO_MAX_BYTES, clip_json
 from evaluator.runner import TRANSCRIPT_ENTRY_MAX_CHARS, TRANSCRIPT_MAX_CHARS, run_episode
 from evaluator.sandbox import SandboxLimits, run_function
+from evaluator.testing import ScriptedClient
 from tests.conftest import require_root, require_tool
-from tests.security.hostile_app import HostileApp, ScriptedClient
+from tests.security.hostile_app import HostileApp
 
 REPO = Path(__file__).resolve().parents[2]
 LIMITS = SandboxLimits(wall_timeout_s=20.0, cpu_time_s=20.0)

@@ -16,8 +16,8 @@ from apps.malt.checks import MAX_GRAPH_NODES
 from apps.malt.queries import BLOCK
 from apps.malt.replies import extract_code
 from apps.malt.scoring import judge
-from evaluator.agents.base import AgentClient, AgentReply
 from evaluator.runner import run_episode_guarded
+from evaluator.testing import ScriptedClient
 from evaluator.types import JSON
 from tests.conftest import require_root, require_tool
 
@@ -26,14 +26,6 @@ QUERIES = APP.generate(BLOCK, seed=41)
 GRAPH_QUERY = next(q for q in QUERIES if q.label == "remove")
 #: 2**61 - 1 is the modulus of CPython's int hash: multiples of it all hash to 0.
 HASH_MODULUS = 2**61 - 1
-
-
-class Replies(AgentClient):
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def complete(self, messages: list[JSON], *, episode_id: str) -> AgentReply:
-        return AgentReply(self.text, 0.0)
 
 
 @pytest.fixture()
@@ -80,7 +72,7 @@ def test_a_600_deep_node_id_through_the_sandbox_is_the_agents_failure() -> None:
         "            'links': []}}}\n"
         "```\n"
     )
-    result = run_episode_guarded(APP, GRAPH_QUERY, Replies(reply))
+    result = run_episode_guarded(APP, GRAPH_QUERY, ScriptedClient([reply]))
     assert result.scored and not result.correct
     assert result.failure is not None and result.failure.startswith("sandbox:bad_result")
 
@@ -119,6 +111,6 @@ def test_a_256_kib_unfenced_reply_costs_a_bounded_number_of_parses() -> None:
 def test_a_judge_overrun_is_the_agents_failure(monkeypatch) -> None:
     monkeypatch.setattr(malt_app, "JUDGE_BUDGET_S", 1e-6)
     oracle = APP.oracle_reply(GRAPH_QUERY.ground_truth, [])
-    result = run_episode_guarded(APP, GRAPH_QUERY, Replies(oracle))
+    result = run_episode_guarded(APP, GRAPH_QUERY, ScriptedClient([oracle]))
     assert result.scored and not result.correct
     assert result.failure == "bad_output:judge_timeout"

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator import registry
-from evaluator.agents.base import AgentClient, AgentError, AgentReply
+from evaluator.agents.base import AgentError
+from evaluator.testing import GuessApp, ScriptedClient, registered_app
+from evaluator.types import JSON
 from leaderboard.selectors import standings
 from submissions import services
 from submissions.crypto import decrypt_secret
@@ -18,24 +19,24 @@ from submissions.models import Agent, Episode, Submission, Team
 pytestmark = pytest.mark.django_db
 
 
-class OracleClient(AgentClient):
-    def __init__(self, mode: str = "oracle"):
-        self.mode = mode
+def OracleClient(mode: str = "oracle") -> ScriptedClient:  # noqa: N802 - reads as a client
+    """A toy-app agent by mode: ``dead`` fails in transport, ``crash`` raises a bug, ``seven``
+    answers 7, anything else answers -1."""
 
-    def complete(self, messages, *, episode_id):
-        if self.mode == "dead":
+    def reply(messages: list[JSON], episode_id: str) -> str:
+        if mode == "dead":
             raise AgentError("transport", "connection refused")
-        if self.mode == "crash":
+        if mode == "crash":
             raise RuntimeError("bug in a client")
-        return AgentReply("7" if self.mode == "seven" else "-1", 0.0)
+        return "7" if mode == "seven" else "-1"
+
+    return ScriptedClient(reply)
 
 
 @pytest.fixture
-def toy_app(monkeypatch):
-    monkeypatch.setitem(registry.APP_PATHS, "guess", "tests.evaluator.toy_app:GuessApp")
-    registry.get_app.cache_clear()
-    yield
-    registry.get_app.cache_clear()
+def toy_app():
+    with registered_app({"guess": GuessApp}):
+        yield
 
 
 @pytest.fixture
@@ -180,14 +181,12 @@ def test_bad_requests_are_refused_with_a_message(team):
 def test_generation_failure_fails_the_submission(
     team, monkeypatch, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setitem(registry.APP_PATHS, "broken", "tests.engine.no_such_module:App")
-    registry.get_app.cache_clear()
     agent = services.agent_create(
         team=team, name="a", endpoint_url="https://a.example", protocol="http-json"
     )
     submission = Submission.objects.create(agent=agent, seed=1, apps=["broken"], queries_per_app=1)
-    services.submission_prepare(submission_id=submission.pk)
+    with registered_app({"broken": "tests.engine.no_such_module:App"}):
+        services.submission_prepare(submission_id=submission.pk)
     submission.refresh_from_db()
     assert submission.status == Submission.Status.FAILED
     assert "generation failed" in submission.error
-    registry.get_app.cache_clear()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,10 +10,11 @@ from apps.malt.app import MaltApp
 from apps.malt.queries import BLOCK
 from apps.malt.reference import oracle_code
 from apps.malt.topology import load_graph
-from evaluator.agents.base import AgentClient, AgentError, AgentReply
+from evaluator.agents.base import AgentError
 from evaluator.app import ResetNeededError
 from evaluator.oracle_vault import OracleVault
 from evaluator.runner import run_episode
+from evaluator.testing import ScriptedClient
 from evaluator.types import JSON, EpisodeResult, Query
 from tests.conftest import require_root, require_tool
 
@@ -26,16 +26,6 @@ def _sandbox_available() -> None:
     require_root()
     require_tool("bwrap")
     require_tool("setpriv")
-
-
-class ScriptedClient(AgentClient):
-    """In-process agent: ``reply(messages, episode_id)`` gives the text (or raises)."""
-
-    def __init__(self, reply: Callable[[list[JSON], str], str]) -> None:
-        self.reply = reply
-
-    def complete(self, messages: list[JSON], *, episode_id: str) -> AgentReply:
-        return AgentReply(text=self.reply(messages, episode_id), latency_s=0.0)
 
 
 def _code(body: str) -> str:

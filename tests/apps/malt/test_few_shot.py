@@ -6,17 +6,9 @@ import pytest
 
 from apps.malt.app import MaltApp
 from apps.malt.examples import EXAMPLES, FEW_SHOT_SEED
-from evaluator.agents.base import AgentClient, AgentReply
 from evaluator.runner import run_episode
+from evaluator.testing import ScriptedClient
 from tests.conftest import require_root, require_tool
-
-
-class Replay(AgentClient):
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def complete(self, messages, *, episode_id):
-        return AgentReply(self.text, 0.0)
 
 
 def test_one_example_per_level_with_its_question():
@@ -34,5 +26,5 @@ def test_example_is_correct_and_safe_in_the_sandbox(index, reply):
     require_root()
     require_tool("bwrap")
     app = MaltApp()
-    result = run_episode(app, app._query(FEW_SHOT_SEED, index), Replay(reply))
+    result = run_episode(app, app._query(FEW_SHOT_SEED, index), ScriptedClient([reply]))
     assert result.correct and result.safe, (result.failure, result.details)

@@ -5,11 +5,8 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
-from evaluator.agents.base import AgentClient, AgentReply
-from evaluator.types import JSON
 from tests.conftest import require, require_root, require_tool
 
 
@@ -23,29 +20,6 @@ def require_emulator() -> None:
         Path("/usr/lib/python3/dist-packages/mininet/net.py").exists(),
         "Debian's python3-mininet package (apt mininet) is not installed",
     )
-
-
-class FunctionClient(AgentClient):
-    """In-process agent whose reply is ``reply(messages)`` (the HTTP path is tested elsewhere)."""
-
-    def __init__(self, reply: Callable[[list[JSON]], str]) -> None:
-        self.reply = reply
-        self.calls = 0
-
-    def complete(self, messages: list[JSON], *, episode_id: str) -> AgentReply:
-        self.calls += 1
-        return AgentReply(text=self.reply(messages), latency_s=0.0)
-
-
-class ScriptClient(AgentClient):
-    """In-process agent replying with a fixed list of texts, then ``{"done": true}``."""
-
-    def __init__(self, replies: list[str]) -> None:
-        self.replies = list(replies)
-
-    def complete(self, messages: list[JSON], *, episode_id: str) -> AgentReply:
-        text = self.replies.pop(0) if self.replies else '{"done": true}'
-        return AgentReply(text=text, latency_s=0.0)
 
 
 def host_footprint() -> dict[str, object]:
@@ -93,12 +67,13 @@ def run_oracle_episode_in_subprocess(query_data: dict[str, object]) -> dict[str,
     """
     from apps.route.app import RouteApp
     from evaluator.runner import run_episode
+    from evaluator.testing import ScriptedClient
     from evaluator.types import Query
 
     app = RouteApp()
     query = Query.from_dict(query_data)
     result = run_episode(
-        app, query, FunctionClient(lambda m: app.oracle_reply(query.ground_truth, m))
+        app, query, ScriptedClient(lambda m, _e: app.oracle_reply(query.ground_truth, m))
     )
     return {
         "pid": os.getpid(),

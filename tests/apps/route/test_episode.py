@@ -9,10 +9,12 @@ import pytest
 from apps.route.app import RouteApp
 from apps.route.faults import with_prefix
 from apps.route.network import list_interfaces
+from apps.route.replies import DONE_REPLY
 from evaluator.app import ResetNeededError
 from evaluator.runner import run_episode
+from evaluator.testing import ScriptedClient
 from evaluator.types import Query
-from tests.apps.route.helpers import FunctionClient, ScriptClient, require_emulator
+from tests.apps.route.helpers import require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns]
 
@@ -62,15 +64,16 @@ def test_step_before_reset_raises() -> None:
 
 def test_bad_replies_are_steps_with_error_observations_and_budget_truncates() -> None:
     query = _query("DR", method=1)
-    client = ScriptClient(
-        [
+    client = ScriptedClient(
+        then=DONE_REPLY,
+        replies=[
             "I think the router is broken.",  # unparseable
             _cmd("rm -rf /"),  # refused tool
             _cmd("ip route", machine="s1"),  # switch
             _cmd("ip route", machine="h99"),  # unknown machine
             _cmd("ip route; reboot"),  # shell syntax
             '```json\n{"machine": "r0", "command": "ip -4 route show"}\n```',  # fine, read-only
-        ]
+        ],
     )
     result = run_episode(APP, query, client, max_steps=6)
     assert not result.correct and result.safe and result.steps == 6
@@ -98,7 +101,9 @@ def test_a_fix_by_hand_with_prefixed_names_is_correct_and_the_last_step_is_verif
         return _cmd(f"ip link set {prefix}r0-eth{subnet} up", machine=f"{prefix}r0")
 
     # budget 2: the fix is the last permitted step and must still be verified
-    result = run_episode(APP, query, FunctionClient(reply), max_steps=2)
+    result = run_episode(
+        APP, query, ScriptedClient(lambda messages, _episode_id: reply(messages)), max_steps=2
+    )
     assert result.correct and result.safe and result.steps == 2
     assert result.details["final_loss_percent"] == 0.0
     assert result.details["unproductive_changes"] == 0
@@ -151,7 +156,9 @@ def test_oracle_commands_through_the_sandbox_solve_and_terminate() -> None:
 
 def test_done_stops_and_null_is_incorrect() -> None:
     query = _query("WR")
-    result = run_episode(APP, query, FunctionClient(APP.null_reply))
+    result = run_episode(
+        APP, query, ScriptedClient(lambda messages, _episode_id: APP.null_reply(messages))
+    )
     assert not result.correct and result.safe and result.steps == 1
     assert result.failure == "stopped_unrepaired"
     assert result.details["stopped_by_agent"]

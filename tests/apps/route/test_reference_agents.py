@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 
 from apps.route.app import RouteApp
+from apps.route.replies import DONE_REPLY
 from evaluator.runner import run_episode
+from evaluator.testing import ScriptedClient
 from evaluator.types import JSON, EpisodeResult
-from tests.apps.route.helpers import FunctionClient, ScriptClient, host_footprint, require_emulator
+from tests.apps.route.helpers import host_footprint, require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns, pytest.mark.slow]
 
@@ -69,14 +71,33 @@ def test_oracle_null_heuristic_over_100_episodes_and_no_leaks() -> None:
         def oracle_agent(messages: list[JSON], truth: JSON = query.ground_truth) -> str:
             return APP.oracle_reply(truth, messages)
 
-        results["oracle"].append(run_episode(APP, query, FunctionClient(oracle_agent)))
+        results["oracle"].append(
+            run_episode(
+                APP, query, ScriptedClient(lambda messages, _episode_id: oracle_agent(messages))
+            )
+        )
     for query in APP.generate(15, seed=2027):
-        results["null"].append(run_episode(APP, query, FunctionClient(APP.null_reply)))
+        results["null"].append(
+            run_episode(
+                APP, query, ScriptedClient(lambda messages, _episode_id: APP.null_reply(messages))
+            )
+        )
     for query in APP.generate(15, seed=2028, level=1):
-        results["heuristic"].append(run_episode(APP, query, FunctionClient(APP.heuristic_reply)))
+        results["heuristic"].append(
+            run_episode(
+                APP,
+                query,
+                ScriptedClient(lambda messages, _episode_id: APP.heuristic_reply(messages)),
+            )
+        )
     small = RouteApp(switches=(2, 2), hosts=(2, 2), probe_timeout_s=0.05)
     for query in small.generate(25, seed=2029):
-        result = run_episode(small, query, ScriptClient(list(LITTER)), max_steps=len(LITTER))
+        result = run_episode(
+            small,
+            query,
+            ScriptedClient(then=DONE_REPLY, replies=list(LITTER)),
+            max_steps=len(LITTER),
+        )
         assert not result.correct and result.steps == len(LITTER)
 
     oracle = results["oracle"]

@@ -26,8 +26,8 @@ from evaluator.reference.llm import (
 from evaluator.reference.scripted_llm import ScriptedModel, build_scripted_app
 from evaluator.reference.server import build_asgi_app
 from evaluator.runner import run_episode
+from evaluator.testing import ToyApp
 from tests.evaluator.conftest import LOOPBACK
-from tests.evaluator.toyapp import ToyApp
 
 pytestmark = pytest.mark.usefixtures("toy_apps")
 

@@ -7,6 +7,7 @@ import pytest
 
 from evaluator import registry
 from evaluator.agents import PROTOCOLS, AgentError, make_client
+from evaluator.app import App
 from evaluator.oracle_vault import OracleVault
 from evaluator.reference import server as server_module
 from evaluator.reference.agents import (
@@ -20,6 +21,7 @@ from evaluator.reference.agents import (
 )
 from evaluator.reference.server import build_asgi_app
 from evaluator.runner import run_episode
+from evaluator.testing import ToyApp, ToyCodeApp, registered_app
 from tests.evaluator.conftest import LOOPBACK
 
 
@@ -163,11 +165,11 @@ def test_health_endpoint_describes_the_agent(serve) -> None:
 
 def test_load_app_accepts_ids_and_class_paths() -> None:
     assert load_app("toy").app_id == "toy"
-    assert load_app("tests.evaluator.toyapp:ToyCodeApp").app_id == "toycode"
+    assert load_app("evaluator.testing:ToyCodeApp").app_id == "toycode"
     with pytest.raises(AgentConfigError, match="unknown app"):
         load_app("nope")
     with pytest.raises(AgentConfigError, match="not an evaluator.app.App"):
-        load_app("tests.evaluator.toyapp:WORDS")
+        load_app("evaluator.testing:WORDS")
     with pytest.raises(AgentConfigError, match="unknown reference agent"):
         make_agent("wizard", load_app("toy"))
 
@@ -195,17 +197,17 @@ def test_without_vault_entry_the_task_message_picks_the_app(serve) -> None:
         client.complete([{"role": "user", "content": "hello"}], episode_id="e-1234567890")
 
 
-def test_all_apps_keeps_those_the_agent_supports(monkeypatch) -> None:
-    monkeypatch.setattr(
-        registry,
-        "APP_PATHS",
-        {
-            "toy": "tests.evaluator.toyapp:ToyApp",
-            "toycode": "tests.evaluator.toyapp:ToyCodeApp",
-            "missing": "tests.agents.no_such_module:App",
-        },
-    )
-    registry.get_app.cache_clear()
+def test_all_apps_keeps_those_the_agent_supports() -> None:
+    apps: dict[str, type[App] | str] = {
+        "toy": ToyApp,
+        "toycode": ToyCodeApp,
+        "missing": "tests.agents.no_such_module:App",
+    }
+    with registered_app(apps, replace=True):
+        _check_all_apps_keeps_those_the_agent_supports()
+
+
+def _check_all_apps_keeps_those_the_agent_supports() -> None:
     assert make_served_agent("null", "all").app_ids == ["toy", "toycode"]
     heuristic = make_served_agent("heuristic", "all")
     assert not isinstance(heuristic, MultiAppAgent) and heuristic.app_ids == ["toy"]
