@@ -30,7 +30,7 @@ from django.utils import timezone
 from evaluator.agents import LOOPBACK_NETWORKS, make_client
 from evaluator.agents.base import AgentClient
 from evaluator.oracle_vault import OracleVault
-from evaluator.registry import app_ids, get_app
+from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import Query
 from submissions.crypto import decrypt_secret, encrypt_secret
@@ -121,7 +121,7 @@ def submission_create(
     from submissions.tasks import submission_prepare as submission_prepare_task
 
     transaction.on_commit(
-        lambda: submission_prepare_task.apply_async((submission.pk,), queue="control")
+        lambda: submission_prepare_task.apply_async((submission.pk,), queue=CONTROL_QUEUE)
     )
     return submission
 

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 import pytest
 
 from apps.malt import app as malt_app
-from apps.malt.app import MaltApp, judge
+from apps.malt.app import MaltApp
 from apps.malt.checks import MAX_GRAPH_NODES
-from apps.malt.extract import extract_code
 from apps.malt.queries import BLOCK
+from apps.malt.replies import extract_code
+from apps.malt.scoring import judge
 from evaluator.agents.base import AgentClient, AgentReply
 from evaluator.runner import run_episode_guarded
 from evaluator.types import JSON
