@@ -89,7 +89,10 @@ def parse_lines(run: Run, now: float) -> None:
         del run.channel[: newline + 1]
         if run.violation is not None:
             continue
-        if run.t_ready is not None and run.t_done is None:
+        if run.t_done is not None:  # never decode what follows the terminal message
+            run.violation = "more than one result message"
+            continue
+        if run.t_ready is not None:
             refusal = shape_refusal(
                 line, run.limits.result_max_items, run.limits.result_max_depth + 2
             )
@@ -114,9 +117,6 @@ def parse_lines(run: Run, now: float) -> None:
                 run.messages.append(message)
             else:
                 run.violation = f"first message was {kind!r}, not 'ready'"
-            continue
-        if run.t_done is not None:
-            run.violation = "more than one result message"
             continue
         run.t_done = now
         run.messages.append(message)

@@ -40,8 +40,11 @@ class HostileEpisode(Episode):
 
 class HostileApp(App):
     app_id = "hostile"
+    title = "Hostile judge stand-in"
     levels = (1,)
     max_steps = 1
+    reply_format = "command"
+    prompt_marker = "Say anything."
 
     def __init__(
         self,
