@@ -79,7 +79,8 @@ def run_episode(
     The agent sees the first observation as a user message, answers, sees the next observation,
     and so on until the episode terminates, is truncated or ``max_steps`` (default: the app's)
     replies were given (the episode gets the same budget). An agent that fails to answer
-    (timeout, transport error, bad response) ends the episode as failed with ``failure = "agent:<category>"`` — never skipped.
+    (timeout, transport error, bad response) ends the episode as failed with
+    ``failure = "agent:<category>"`` — never skipped.
     ``episode_id`` is the token the agent client sends with every request (default: a fresh
     random one); an oracle vault entry deposited under it must outlive the call.
 
