@@ -146,7 +146,7 @@ def deployment(service: str) -> Obj:
             "selector": {"matchLabels": {APP_LABEL: service}},
             "template": {
                 "metadata": {"labels": _labels(service)},
-                "spec": {"containers": [container]},
+                "spec": {"containers": [container], "terminationGracePeriodSeconds": 0},
             },
         },
     }

@@ -8,6 +8,7 @@ and serialised by the cluster.
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 import time
@@ -21,10 +22,12 @@ from apps.k8s import manifests
 from apps.k8s.cluster.config import ClusterConfig, MissingBinaryError
 from apps.k8s.cluster.control_plane import Cluster, ClusterError
 from apps.k8s.cluster.kubeconfig import mint_namespace_kubeconfig
+from apps.k8s.cluster.netns import NETNS_DIR
 from apps.k8s.cluster.prober import list_pod_endpoints, measure_matrix
 from apps.k8s.cluster.rest import KubeRest, resource_path
 
 NAMESPACE_PREFIX = "k8s-ep-"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 PROBE_TIMEOUT_S = 0.5
 """Per-probe timeout; a blocked probe is refused in well under a millisecond."""
 DATAPLANE_TIMEOUT_S = 60.0
@@ -117,6 +120,7 @@ class EpisodeNamespace:
 
     def _create(self, obj: manifests.Obj) -> None:
         body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        body["metadata"] = _with_last_applied(obj)
         self.rest.create(resource_path(_KIND_RESOURCES[obj["kind"]], self.name), body)
 
     def replace_policies(self, policies: dict[str, manifests.Obj]) -> None:
@@ -130,9 +134,9 @@ class EpisodeNamespace:
                     raise EmulatorError(f"reading policy {name}: {exc}") from exc
                 self._create(policy)
                 continue
-            body = {"metadata": {"name": name,
-                                 "resourceVersion": current["metadata"]["resourceVersion"]},
-                    "spec": policy["spec"]}
+            meta = _with_last_applied(policy)
+            meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+            body = {"metadata": meta, "spec": policy["spec"]}
             self.rest.replace(path, body)
 
     def wait(self) -> float:
@@ -166,8 +170,12 @@ class EpisodeNamespace:
                 items.append((f"{resource}/{meta['name']}", meta["resourceVersion"]))
         return tuple(sorted(items))
 
-    def delete(self, timeout_s: float = TEARDOWN_TIMEOUT_S) -> float:
-        """Delete the namespace and wait until it (and so every pod netns) is gone.
+    def delete(
+        self, timeout_s: float = TEARDOWN_TIMEOUT_S, *, wait_namespace: bool = False
+    ) -> float:
+        """Delete the workload (grace period 0) and the namespace; wait until every pod of the
+        namespace and its network namespace are gone, and with ``wait_namespace`` also until
+        the namespace object is (the namespace controller removes it ~5 s later on its own).
 
         Idempotent. Returns seconds waited. Raises :class:`EmulatorError` on timeout.
         """
@@ -176,24 +184,52 @@ class EpisodeNamespace:
             self.kubeconfig.unlink(missing_ok=True)
         if not self.created:
             return 0.0
-        path = resource_path("namespaces", name=self.name)
         try:
-            self.rest.delete(path)
+            pods = self.rest.get(resource_path("pods", self.name))["items"]
+            prefix = self.cluster.config.pod_netns_prefix
+            pod_netns = [prefix + p["metadata"]["uid"] for p in pods]
+            for resource in ("deployments", "replicasets", "pods"):
+                self.rest.delete(resource_path(resource, self.name),
+                                 propagationPolicy="Background", gracePeriodSeconds="0")
+            self.rest.delete(resource_path("namespaces", name=self.name))
         except ApiException as exc:
             if exc.status != 404:
                 raise EmulatorError(f"deleting {self.name}: {exc}") from exc
+            pod_netns = []
         while True:
+            left = [n for n in pod_netns if (NETNS_DIR / n).exists()]
             try:
-                self.rest.get(path)
+                remaining = self.rest.get(resource_path("pods", self.name))["items"]
+                if wait_namespace:
+                    self.rest.get(resource_path("namespaces", name=self.name))
+                    remaining = remaining or [{}]
             except ApiException as exc:
-                if exc.status == 404:
-                    break
-                raise EmulatorError(f"deleting {self.name}: {exc}") from exc
+                if exc.status != 404:
+                    raise EmulatorError(f"deleting {self.name}: {exc}") from exc
+                remaining = []
+            if not left and not remaining:
+                break
             if time.monotonic() - start > timeout_s:
-                raise EmulatorError(f"namespace {self.name} not gone after {timeout_s} s")
-            time.sleep(0.1)
+                raise EmulatorError(
+                    f"namespace {self.name}: {len(remaining)} object(s) and {len(left)} pod "
+                    f"network namespace(s) left after {timeout_s} s"
+                )
+            time.sleep(0.05)
         self.created = False
         return time.monotonic() - start
+
+
+def _with_last_applied(obj: manifests.Obj) -> manifests.Obj:
+    """``obj``'s metadata with the annotation ``kubectl apply`` keeps, as if it had been
+    deployed with ``kubectl apply`` (so agents' ``apply`` merges without a warning)."""
+    meta = json.loads(json.dumps(obj["metadata"]))
+    applied = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], **obj,
+               "metadata": {**obj["metadata"], "namespace": None}}
+    applied["metadata"].pop("namespace")
+    meta.setdefault("annotations", {})[LAST_APPLIED] = json.dumps(
+        applied, separators=(",", ":"), sort_keys=True
+    )
+    return dict(meta)
 
 
 def service_matrix(

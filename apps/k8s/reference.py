@@ -29,7 +29,7 @@ from apps.k8s.replies import DONE_WORD, parse_reply
 
 Obj = dict[str, Any]
 
-READ_PODS = "kubectl get pods -o json"
+READ_PODS = "kubectl get pods --show-labels"
 READ_POLICIES = "kubectl get networkpolicies -o json"
 _REPORT_LINE = re.compile(
     r"^(?P<src>\S+) -> (?P<dst>\S+):(?P<port>\d+)/(?P<proto>[A-Z]+) "
@@ -104,11 +104,9 @@ def last_report(history: list[dict[str, Any]]) -> list[tuple[str, str, str, int,
 
 
 def _output_json(observation: str) -> Obj | None:
-    if prompt.OUTPUT_MARKER not in observation:
+    body = _output(observation)
+    if body is None:
         return None
-    body = observation.split(prompt.OUTPUT_MARKER, 1)[1].split(
-        "\n\n" + prompt.REPORT_MARKER, 1
-    )[0]
     try:
         data = json.loads(body)
     except ValueError:
@@ -116,17 +114,22 @@ def _output_json(observation: str) -> Obj | None:
     return data if isinstance(data, dict) else None
 
 
-def _pods_by_app(pod_list: Obj) -> dict[str, Pod]:
+def _output(observation: str) -> str | None:
+    if prompt.OUTPUT_MARKER not in observation:
+        return None
+    return observation.split(prompt.OUTPUT_MARKER, 1)[1].split("\n\n" + prompt.REPORT_MARKER, 1)[0]
+
+
+def pods_from_table(table: str) -> dict[str, Pod]:
+    """Pods by ``app`` label from ``kubectl get pods --show-labels`` (LABELS = last column)."""
     pods: dict[str, Pod] = {}
-    for item in pod_list.get("items") or []:
-        labels = item.get("metadata", {}).get("labels") or {}
-        ports = tuple(
-            (p.get("protocol", "TCP"), int(p["containerPort"]), p.get("name", ""))
-            for c in item.get("spec", {}).get("containers") or []
-            for p in c.get("ports") or []
-        )
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        if not fields or "=" not in fields[-1]:
+            continue
+        labels = dict(item.split("=", 1) for item in fields[-1].split(",") if "=" in item)
         if APP_LABEL in labels:
-            pods.setdefault(labels[APP_LABEL], Pod(labels[APP_LABEL], labels, ports))
+            pods.setdefault(labels[APP_LABEL], Pod(labels[APP_LABEL], labels))
     return pods
 
 
@@ -203,9 +206,9 @@ def heuristic_reply(history: list[dict[str, Any]]) -> str:
     if not report:
         return DONE_WORD
     steps = _assistant_commands(history)
-    pods_seen = [_output_json(obs) for cmd, obs in steps if cmd == READ_PODS]
-    pod_list = next((p for p in reversed(pods_seen) if p), None)
-    if pod_list is None:
+    tables = [_output(obs) or "" for cmd, obs in steps if cmd == READ_PODS]
+    pods = next((p for p in map(pods_from_table, reversed(tables)) if p), None)
+    if pods is None:
         if any(cmd == READ_PODS for cmd, _ in steps):
             return DONE_WORD  # could not read the pods
         return _fence(READ_PODS)
@@ -214,7 +217,7 @@ def heuristic_reply(history: list[dict[str, Any]]) -> str:
     policy_list = _output_json(steps[-1][1])
     if policy_list is None:
         return DONE_WORD
-    fix = plan_fix(policy_list.get("items") or [], _pods_by_app(pod_list), report)
+    fix = plan_fix(policy_list.get("items") or [], pods, report)
     if not fix:
         return DONE_WORD
     return _fence(apply_command(fix))
