@@ -12,9 +12,12 @@ Healthy NetworkPolicy set (our own, least-privilege reading of the architecture)
 * one policy per service (named like the service) selects ``app=<service>`` and
   - admits each intended caller by one ingress rule ``from app=<caller>`` on the service's
     port/TCP (services without callers admit nothing);
-  - lets callers with a fixed, known set of dependencies (:data:`EGRESS_ALLOW_LISTS`) talk to
-    exactly those, one egress rule per dependency on its port/TCP; every other service keeps
-    unrestricted egress (``egress: [{}]``, as Online Boutique's own policies do).
+  - lets every caller (:data:`EGRESS_ALLOW_LISTS`) talk to exactly the services it calls, one
+    egress rule per dependency on its port/TCP; services that call nothing in the namespace
+    keep unrestricted egress (``egress: [{}]``, as Online Boutique's own policies do).
+
+So every intended connection is allowed twice -- by the caller's egress rule and by the
+callee's ingress rule -- and a fault on either end blocks it.
 
 Probes go to pod IPs on container ports (the embedded cluster has no Service routing or DNS,
 docs/k8s-cluster.md), so the expected matrix is stated on container ports.
@@ -82,9 +85,10 @@ CALLS: dict[str, tuple[str, ...]] = {
     "cartservice": ("redis-cart",),
 }
 
-#: Callers whose egress is an explicit allow-list (they hold cart and payment data); the
-#: other callers keep unrestricted egress.
-EGRESS_ALLOW_LISTS: tuple[str, ...] = ("checkoutservice", "cartservice")
+#: Services whose egress is an explicit allow-list: every caller names the services it calls
+#: (least privilege on both ends of each connection); services that call nothing inside the
+#: namespace keep unrestricted egress (they reach external APIs).
+EGRESS_ALLOW_LISTS: tuple[str, ...] = tuple(CALLS)
 
 #: Name of the deny-all policy.
 DENY_ALL = "default-deny"

@@ -6,11 +6,16 @@ healthy set (:func:`apps.k8s.manifests.healthy_policies`):
 * ``RI`` remove_ingress -- one ingress rule of a service's policy is deleted;
 * ``AI`` add_ingress -- a rule admitting a peer that should not reach the service is added
   (peer by ``app`` or ``tier`` label, with the service's port or without ports);
-* ``CP`` change_port -- the port of one rule (ingress, or egress of an allow-listed caller)
-  becomes another number (another service's port or a near miss);
-* ``CPR`` change_protocol -- the protocol of one rule becomes UDP or SCTP;
-* ``AE`` add_egress -- an egress rule to one peer replaces the unrestricted egress of a caller
-  (so the caller may talk to that peer only).
+* ``CP`` change_port -- in a caller's egress allow-list, the port of the rule for one of its
+  dependencies becomes another number (another service's port or a near miss);
+* ``CPR`` change_protocol -- the protocol of such a rule becomes UDP or SCTP;
+* ``AE`` add_egress -- a caller's egress section is replaced by one new rule to some peer
+  (with or without its port), as the reference harness does (research notes, D: "add_egress
+  replaces the egress rules"), so the caller may talk to that peer only.
+
+Where the faults act is part of the task: RI and AI show up at the destination named by the
+report, while CP, CPR and AE sit at the source's end of the connection (its egress
+allow-list), which the report does not name -- the agent has to read both ends.
 
 Levels and labels follow the paper's Table 6: level 1 the five singles, level 2 RI+AI, RI+CP,
 RI+CPR, AI+CP, AI+CPR, CP+CPR, level 3 CP+AE, CPR+AE, RI+AE, AI+AE. The two faults of a
@@ -89,12 +94,14 @@ def model_matrix(policies: dict[str, Obj]) -> set[tuple[str, str, str]]:
     return result
 
 
-def _rules_with_ports(policies: dict[str, Obj]) -> list[tuple[str, str, int]]:
-    """``(policy, "ingress"|"egress", rule index)`` of every rule that lists ports."""
+def _rules_with_ports(
+    policies: dict[str, Obj], directions: tuple[str, ...] = ("egress",)
+) -> list[tuple[str, str, int]]:
+    """``(policy, direction, rule index)`` of every rule of ``directions`` that lists ports."""
     found = []
     for name in sorted(policies):
         spec = policies[name]["spec"]
-        for direction in ("ingress", "egress"):
+        for direction in directions:
             for i, rule in enumerate(spec.get(direction) or []):
                 if rule.get("ports"):
                     found.append((name, direction, i))
@@ -158,16 +165,13 @@ def _inject_cpr(policies: dict[str, Obj], rng: random.Random) -> JSONFault:
 
 
 def _inject_ae(policies: dict[str, Obj], rng: random.Random) -> JSONFault:
-    open_callers = [
-        s for s in SERVICES if s in CALLS and policies[s]["spec"].get("egress") == [{}]
-    ]
-    name = rng.choice(open_callers)
+    name = rng.choice([s for s in SERVICES if s in CALLS])
     target = rng.choice([s for s in SERVICES if s != name])
     rule: Obj = {"to": [{"podSelector": {"matchLabels": {APP_LABEL: target}}}]}
     if target in SERVICE_PORTS and rng.random() < 0.5:
         rule["ports"] = [{"port": SERVICE_PORTS[target], "protocol": "TCP"}]
     policies[name]["spec"]["egress"] = [rule]
-    return {"policy": name, "detail": f"egress limited to {APP_LABEL}={target}"}
+    return {"policy": name, "detail": f"egress rules replaced by one to {APP_LABEL}={target}"}
 
 
 JSONFault = dict[str, Any]
