@@ -110,7 +110,7 @@ class EpisodeNamespace:
                 self._create(policy)
             cfg = self.cluster.config
             self.kubeconfig = mint_namespace_kubeconfig(
-                self.cluster.api_client(), self.name,
+                self.rest.api, self.name,
                 cfg.kubeconfig_dir / f"{self.name}-agent.kubeconfig", cfg.server_url,
                 cfg.pki_dir / "ca.crt", rules=AGENT_RULES,
             )
@@ -157,7 +157,7 @@ class EpisodeNamespace:
             (pod matrix ``{"ns/src": {"ns/dst": {"TCP/port": bool}}}``,
             pod key -> ``app`` label).
         """
-        pods = list_pod_endpoints(self.cluster.api_client(), [self.name], self.cluster.config)
+        pods = list_pod_endpoints(self.rest.api, [self.name], self.cluster.config)
         apps = {p.key: p.labels.get(manifests.APP_LABEL, "") for p in pods}
         return measure_matrix(pods, timeout_s=PROBE_TIMEOUT_S), apps
 

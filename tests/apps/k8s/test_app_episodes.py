@@ -12,9 +12,9 @@ import pytest
 from apps.k8s import crosscheck
 from apps.k8s.app import K8sApp, K8sEpisode
 from apps.k8s.cluster.control_plane import Cluster
+from apps.k8s.cluster.rest import KubeRest, resource_path
 from apps.k8s.namespace import NAMESPACE_PREFIX
 from apps.k8s.queries import LEVEL_LABELS
-from apps.k8s.cluster.rest import KubeRest, resource_path
 from evaluator.types import Query, Verdict
 from tests.apps.k8s.conftest import kubectl
 
@@ -200,3 +200,19 @@ def test_cross_check_disagreement_is_an_infrastructure_failure(episode: K8sEpiso
         crosscheck.compare(measured, world)
     assert info.value.details["measured"] and info.value.details["policies_imply"]
     assert len(info.value.details["only_measured"] + info.value.details["only_policies"]) == 1
+
+
+@pytest.mark.slow
+def test_heuristic_floor_stays_under_the_targets(app: K8sApp) -> None:
+    """Issue 11's floor rule on a seeded sample (one query per Table 6 label): the heuristic
+    solves at most 50% of level 1 and 20% of levels 2 and 3. It must solve something (it is a
+    working agent: the faults on the callee's side are within its reach)."""
+    solved: dict[int, list[bool]] = {}
+    for level in (1, 2, 3):
+        for query in app.generate(len(LEVEL_LABELS[level]), 31, level):
+            verdict = run_agent(app, query, "heuristic")
+            assert verdict.safe, (query.label, verdict.details)
+            solved.setdefault(level, []).append(verdict.correct)
+    rates = {level: sum(v) / len(v) for level, v in solved.items()}
+    assert rates[1] <= 0.5 and rates[2] <= 0.2 and rates[3] <= 0.2, rates
+    assert rates[1] > 0, rates
