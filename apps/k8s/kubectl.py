@@ -169,41 +169,45 @@ def check_command(argv: tuple[str, ...] | list[str], has_stdin: bool) -> str | N
         return "only kubectl commands are run here"
     args = list(argv[1:])
     positionals: list[str] = []
+    problems: list[str] = []
     i = 0
     saw_stdin_file = False
     while i < len(args):
         arg = args[i]
         if arg == "--":
-            return "'--' is not allowed"
+            problems.append("'--' is not allowed")
+            break
         if not arg.startswith("-") or arg == "-":
             positionals.append(arg)
             i += 1
             continue
         name = _flag_name(arg)
         if name in FORBIDDEN_FLAGS:
-            return f"flag {name} refused: {FORBIDDEN_FLAGS[name]}"
-        if name not in ALLOWED_FLAGS:
-            return f"flag {name} is not allowed here"
+            problems.append(f"flag {name} refused: {FORBIDDEN_FLAGS[name]}")
+        elif name not in ALLOWED_FLAGS:
+            problems.append(f"flag {name} is not allowed here")
         if name in _BOOLEAN_FLAGS or (name.startswith("--") and "=" in arg):
             value = arg.split("=", 1)[1] if "=" in arg else None
             i += 1
         else:
             value, i = _value(args, i)
-        if name in ("-f", "--filename"):
-            if value != "-":
-                return "-f only reads standard input here (-f - with a here-document); " \
-                    "paths and URLs are refused"
+        if name in ("-f", "--filename") and value != "-":
+            problems.append("-f only reads standard input here (-f - with a here-document); "
+                            "paths and URLs are refused")
+        elif name in ("-f", "--filename"):
             saw_stdin_file = True
         if name in ("-o", "--output") and value is not None:
             if any(value.startswith(p) for p in _FILE_OUTPUTS):
-                return f"output format {value.split('=', 1)[0]} reads host files"
+                problems.append(f"output format {value.split('=', 1)[0]} reads host files")
         if name == "--prune":
-            return "--prune is not allowed"
-    if not positionals:
-        return "no kubectl subcommand given"
-    sub = positionals[0]
+            problems.append("--prune is not allowed")
+    sub = positionals[0] if positionals else None
     if sub in _SUBCOMMAND_REASONS:
         return f"kubectl {sub} refused: {_SUBCOMMAND_REASONS[sub]}"
+    if problems:
+        return problems[0]
+    if sub is None:
+        return "no kubectl subcommand given"
     if sub not in ALLOWED_SUBCOMMANDS:
         return f"kubectl {sub} is not available here"
     if sub in _SUBCOMMAND_LIMITS:
