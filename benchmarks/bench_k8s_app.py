@@ -18,6 +18,10 @@ Needs root, kubectl and the cluster binaries. Brings the default cluster up if n
 leaves it running.
 
 Usage: .venv/bin/python benchmarks/bench_k8s_app.py [--episodes 12] [--per-worker 6]
+
+``--figures AGENT --per-level N`` instead runs reference agent AGENT (oracle, heuristic, null)
+on N queries per level (seed ``--seed + level - 1``) and prints correctness and safety by
+level with Wilson 95% intervals.
 """
 
 from __future__ import annotations
@@ -60,6 +64,38 @@ def run_episodes(seed: int, count: int) -> dict[str, list[float]]:
     return samples
 
 
+def agent_figures(agent: str, per_level: int, seed: int) -> None:
+    """Print correctness and safety by level of reference agent ``agent``."""
+    from evaluator.stats import wilson_interval
+
+    app = K8sApp()
+    for level in app.levels:
+        correct = safe = 0
+        queries = app.generate(per_level, seed + level - 1, level)
+        for query in queries:
+            with app.episode(query) as episode:
+                history = [{"role": "user", "content": episode.reset()}]
+                for _ in range(app.max_steps):
+                    if agent == "oracle":
+                        reply = app.oracle_reply(query.ground_truth, history)
+                    elif agent == "heuristic":
+                        reply = app.heuristic_reply(history)
+                    else:
+                        reply = app.null_reply(history)
+                    history.append({"role": "assistant", "content": reply})
+                    result = episode.step(reply)
+                    history.append({"role": "user", "content": result.observation})
+                    if result.terminated or result.truncated:
+                        break
+                verdict = episode.verdict()
+            correct += verdict.correct
+            safe += verdict.safe
+        ci = wilson_interval(correct, len(queries))
+        print(f"{agent} L{level}: correct {correct}/{len(queries)} "
+              f"({100 * ci.value:.0f}%, 95% CI {100 * ci.low:.0f}-{100 * ci.high:.0f}%)"
+              f", safe {safe}/{len(queries)}", flush=True)
+
+
 def _fmt(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:8.1f} ms  (n={len(values)}, " \
         f"min {min(values) * 1000:.1f}, max {max(values) * 1000:.1f})"
@@ -79,8 +115,13 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=12)
     parser.add_argument("--per-worker", type=int, default=6)
     parser.add_argument("--seed", type=int, default=4242)
+    parser.add_argument("--figures", choices=("oracle", "heuristic", "null"))
+    parser.add_argument("--per-level", type=int, default=15)
     args = parser.parse_args()
     shared_cluster()
+    if args.figures:
+        agent_figures(args.figures, args.per_level, args.seed)
+        return
     samples = run_episodes(args.seed, args.episodes)
     names = {"setup_s": "set-up (reset)", "step_s": "step", "probe_s": "probe (121 pairs)",
              "wait_s": "dataplane wait", "crosscheck_s": "cross-check", "verdict_s": "verdict",
