@@ -116,7 +116,9 @@ _SUBCOMMAND_REASONS = {
     "top": "metrics are not available",
 }
 
-_FILE_OUTPUTS = ("go-template-file", "jsonpath-file", "template-file", "templatefile")
+_FILE_OUTPUTS = (
+    "go-template-file", "jsonpath-file", "template-file", "templatefile", "custom-columns-file",
+)
 _SUBCOMMAND_LIMITS = {"auth": {"can-i"}}
 
 
