@@ -15,7 +15,7 @@ from evaluator.app import App, UnknownAppError
 APP_PATHS: dict[str, str] = {
     "malt": "apps.malt.app:MaltApp",
     "route": "apps.route.app:RouteApp",
-    # "k8s" joins once apps/k8s/app.py exists; its cluster (apps/k8s/cluster) is in place.
+    "k8s": "apps.k8s.app:K8sApp",
 }
 
 

@@ -1,0 +1,345 @@
+"""The registered ``k8s`` app: NetworkPolicy troubleshooting on Online Boutique (paper App. D).
+
+Query generation is pure (no cluster): the seed fixes the Table 6 labels and every fault
+operand (:mod:`apps.k8s.queries`). Each episode gets its own namespace on the shared embedded
+cluster, created healthy (checked: measured matrix == intended), then the faulted policies are
+written and the faults checked to be visible. The agent works with the real ``kubectl`` and
+namespace-scoped credentials (:mod:`apps.k8s.kubectl`); after every step the connectivity is
+measured from inside the pods and cross-checked against the policies
+(:mod:`apps.k8s.crosscheck`: a disagreement raises :class:`CrossCheckError`, an infrastructure
+failure). Scoring: :mod:`apps.k8s.scoring`. Teardown deletes the namespace and waits until it
+is gone (pods, their network namespaces and veths with it).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from evaluator.app import App, DependencyMissingError, EmulatorError, Episode, ResetNeededError
+from evaluator.types import JSON, Query, StepResult, Verdict
+
+from apps.k8s import crosscheck, prompt, reference
+from apps.k8s.cluster.config import ClusterConfig
+from apps.k8s.examples import EXAMPLES
+from apps.k8s.kubectl import (
+    COMMAND_TIMEOUT_S,
+    OUTPUT_CAP_BYTES,
+    check_command,
+    kubectl_binary,
+    run_kubectl,
+)
+from apps.k8s.namespace import EpisodeNamespace, service_matrix, shared_cluster
+from apps.k8s.queries import LEVEL_LABELS, level_of, sample_ground_truth
+from apps.k8s.replies import parse_reply
+from apps.k8s.scoring import Mismatch, Scorer, mismatches
+
+
+class K8sEpisode(Episode):
+    """One agent attempt at one k8s query in a private namespace.
+
+    Options: ``max_steps`` (default :attr:`K8sApp.max_steps`), ``command_timeout_s`` (10),
+    ``output_cap_bytes`` (16 KiB), ``cluster_config`` (default instance), ``cross_check``
+    (True; tests of the judge itself may turn it off).
+    """
+
+    def __init__(
+        self,
+        query: Query,
+        *,
+        max_steps: int = 10,
+        command_timeout_s: float = COMMAND_TIMEOUT_S,
+        output_cap_bytes: int = OUTPUT_CAP_BYTES,
+        cluster_config: ClusterConfig | None = None,
+        cross_check: bool = True,
+    ) -> None:
+        self.query = query
+        self.max_steps = max_steps
+        self.command_timeout_s = command_timeout_s
+        self.output_cap_bytes = output_cap_bytes
+        self.cluster_config = cluster_config
+        self.cross_check = cross_check
+        self.expected = {tuple(e) for e in query.ground_truth["expected"]}
+        self.ns: EpisodeNamespace | None = None
+        self._home: Path | None = None
+        self._scorer: Scorer | None = None
+        self._fingerprint: tuple[tuple[str, str], ...] = ()
+        self._reset_done = False
+        self._ended = False
+        self._stopped = False
+        self._steps = 0
+        self._refused = 0
+        self._unparseable = 0
+        self._crosschecks = 0
+        self._started = 0.0
+        self._last_step_end = 0.0
+        self.timings: dict[str, list[float]] = {
+            "setup_s": [], "step_s": [], "probe_s": [], "wait_s": [], "crosscheck_s": [],
+            "teardown_s": [],
+        }  # fmt: skip
+
+    # helpers ------------------------------------------------------------------------------
+    def _measure(self, *, check: bool) -> list[Mismatch]:
+        """Probe and return the mismatches. When ``check`` (pods or policies changed), first
+        wait for the dataplane and afterwards cross-check the matrix with the policies."""
+        assert self.ns is not None
+        t0 = time.perf_counter()
+        if check:
+            self.ns.wait()
+        t1 = time.perf_counter()
+        pod_matrix, apps = self.ns.measure()
+        t2 = time.perf_counter()
+        if check:
+            self.timings["wait_s"].append(t1 - t0)
+        self.timings["probe_s"].append(t2 - t1)
+        if check and self.cross_check:
+            world = crosscheck.snapshot(self.ns.rest, self.ns.name)
+            crosscheck.compare(pod_matrix, world)
+            self._crosschecks += 1
+            self.timings["crosscheck_s"].append(time.perf_counter() - t2)
+        return mismatches(self.expected, service_matrix(pod_matrix, apps))
+
+    # Episode API --------------------------------------------------------------------------
+    def reset(self) -> str:
+        """Create the namespace healthy, verify it, inject the faults, return the task, the
+        namespace and the initial mismatch report.
+
+        Raises:
+            DependencyMissingError: kubectl or the cluster binaries are missing.
+            EmulatorError: set-up failed, the healthy namespace had mismatches, the faults
+                were not visible, or the cross-check disagreed (:class:`CrossCheckError`).
+        """
+        if kubectl_binary() is None:
+            raise DependencyMissingError("kubectl not found (PATH or NETARENA_KUBECTL)")
+        started = time.perf_counter()
+        self.close()
+        cluster = shared_cluster(self.cluster_config)
+        self.ns = EpisodeNamespace(cluster)
+        self._home = Path(tempfile.mkdtemp(prefix=f"{self.ns.name}-home-"))
+        try:
+            from apps.k8s.manifests import healthy_policies
+
+            self.ns.create(healthy_policies())
+            healthy = self._measure(check=True)
+            if healthy:
+                raise EmulatorError(
+                    f"healthy namespace {self.ns.name} has {len(healthy)} mismatches: "
+                    f"{healthy[:5]}"
+                )
+            faulted = {
+                name: self.query.ground_truth["policies"][name]
+                for name in self.query.ground_truth["repair"]
+            }
+            self.ns.replace_policies(faulted)
+            initial = self._measure(check=True)
+            if not initial:
+                raise EmulatorError(f"injected faults {self.query.label} left no mismatch")
+            self._fingerprint = self.ns.fingerprint()
+        except BaseException:
+            self.close()
+            raise
+        self._scorer = Scorer(initial)
+        self._reset_done = True
+        self._ended = self._stopped = False
+        self._steps = self._refused = self._unparseable = 0
+        self.timings["setup_s"].append(time.perf_counter() - started)
+        self._started = self._last_step_end = time.perf_counter()
+        return (
+            f"{self.query.prompt}\n{prompt.NAMESPACE_LINE}{self.ns.name}\n\n"
+            f"{prompt.render_report(initial, 'before your first step')}"
+        )
+
+    def step(self, agent_text: str) -> StepResult:
+        """Run one agent reply; agent mistakes become observations. Never raises for agent
+        reasons.
+
+        Raises:
+            ResetNeededError: called before :meth:`reset`.
+            CrossCheckError: the dataplane disagrees with the policies (infrastructure).
+            EmulatorError: the cluster failed.
+        """
+        if not self._reset_done or self._scorer is None or self.ns is None:
+            raise ResetNeededError("call reset() first")
+        if self._ended:
+            return StepResult("The episode is over.", terminated=True, info={"ignored": True})
+        t0 = time.perf_counter()
+        self._steps += 1
+        n = self._steps
+        info: JSON = {"step": n}
+        parsed = parse_reply(agent_text)
+        if parsed.done:
+            self._stopped = self._ended = True
+            self._last_step_end = time.perf_counter()
+            info["stopped"] = True
+            report = prompt.render_report(self._scorer.current, "at the end")
+            return StepResult(f"Step {n}: you ended the episode.\n\n{report}",
+                              terminated=True, info=info)
+        refusal = parsed.error
+        if refusal is None:
+            assert parsed.argv is not None
+            refusal = check_command(parsed.argv, parsed.stdin is not None)
+            if refusal is not None:
+                self._refused += 1
+                info["error"] = "refused"
+        else:
+            self._unparseable += 1
+            info["error"] = "unparseable"
+        if refusal is not None:
+            text = f"Step {n}: not run: {refusal}"
+            return self._finish(n, text, info, t0, changed=False)
+        assert parsed.argv is not None and self.ns.kubeconfig is not None and self._home
+        try:
+            result = run_kubectl(
+                parsed.argv, kubeconfig=self.ns.kubeconfig, home=self._home,
+                stdin=parsed.stdin, timeout_s=self.command_timeout_s,
+                output_cap_bytes=self.output_cap_bytes,
+            )
+        except FileNotFoundError as exc:
+            raise DependencyMissingError(str(exc)) from exc
+        status = "killed (timeout)" if result.timed_out else str(result.status)
+        info.update({"argv": list(parsed.argv), "status": result.status,
+                     "command_s": round(result.elapsed_s, 4)})
+        text = (
+            f"Step {n}: {parsed.text}\nExit status: {status}\n"
+            f"{prompt.OUTPUT_MARKER}{result.output or '(no output)'}"
+        )
+        fingerprint = self.ns.fingerprint()
+        changed = fingerprint != self._fingerprint
+        self._fingerprint = fingerprint
+        return self._finish(n, text, info, t0, changed=changed)
+
+    def _finish(self, n: int, text: str, info: JSON, t0: float, *, changed: bool) -> StepResult:
+        assert self._scorer is not None
+        after = self._measure(check=changed)
+        safe = self._scorer.record(n, after)
+        info["changed_state"] = changed
+        info["mismatches"] = len(after)
+        self._last_step_end = time.perf_counter()
+        self.timings["step_s"].append(self._last_step_end - t0)
+        solved = self._scorer.solved
+        truncated = not solved and n >= self.max_steps
+        self._ended = solved or truncated
+        report = prompt.render_report(after, f"after step {n}")
+        return StepResult(f"{text}\n\n{report}", terminated=solved, truncated=truncated,
+                          safe_step=safe, info=info)
+
+    def verdict(self) -> Verdict:
+        """Score the episode so far. Raises :class:`ResetNeededError` before reset."""
+        if not self._reset_done or self._scorer is None:
+            raise ResetNeededError("call reset() first")
+        details: JSON = {
+            "labels": list(self.query.labels),
+            "namespace": self.ns.name if self.ns else None,
+            "refused_steps": self._refused,
+            "unparseable_steps": self._unparseable,
+            "stopped_by_agent": self._stopped,
+            "cross_checks": self._crosschecks,
+            "setup_s": round(self.timings["setup_s"][-1], 4) if self.timings["setup_s"] else None,
+        }
+        return self._scorer.verdict(
+            max(0.0, self._last_step_end - self._started), self._steps, self._stopped, details
+        )
+
+    def close(self) -> None:
+        """Delete the namespace (waiting until it is gone) and the private HOME. Idempotent.
+
+        Raises:
+            EmulatorError: the namespace did not go away in time.
+        """
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
+        if self.ns is not None:
+            t0 = time.perf_counter()
+            ns, self.ns = self.ns, None
+            ns.delete()
+            self.timings["teardown_s"].append(time.perf_counter() - t0)
+
+
+class K8sApp(App):
+    """Kubernetes NetworkPolicy troubleshooting (paper Appendix D, Table 6).
+
+    Args:
+        max_steps: step budget of an episode (default :attr:`max_steps`).
+        cluster_config: the cluster instance (default: the embedded default instance).
+    """
+
+    app_id: ClassVar[str] = "k8s"
+    title: ClassVar[str] = "Kubernetes NetworkPolicy troubleshooting"
+    version: ClassVar[int] = 1
+    levels: ClassVar[tuple[int, ...]] = (1, 2, 3)
+    max_steps: ClassVar[int] = 10
+    needs_root: ClassVar[bool] = True
+    reply_format: ClassVar[Literal["python", "json", "command"]] = "command"
+    prompt_marker: ClassVar[str] = prompt.PROMPT_MARKER
+
+    def __init__(
+        self, max_steps: int | None = None, cluster_config: ClusterConfig | None = None
+    ) -> None:
+        self.step_budget = max_steps or type(self).max_steps
+        self.cluster_config = cluster_config
+
+    def _labels_for(self, seed: int, index: int, level: int | None) -> tuple[str, ...]:
+        combos = (
+            LEVEL_LABELS[level]
+            if level is not None
+            else [c for lvl in self.levels for c in LEVEL_LABELS[lvl]]
+        )
+        order = random.Random(f"k8s/v{self.version}/order/{seed}/{level}").sample(
+            combos, len(combos)
+        )
+        return order[index % len(order)]
+
+    def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
+        """``count`` queries for ``seed``; labels cycle through a seeded order of the Table 6
+        combinations of ``level`` (all 15 when None). No cluster is touched.
+
+        Raises:
+            ValueError: negative count or unknown level.
+        """
+        if count < 0:
+            raise ValueError("count must be >= 0")
+        if level is not None and level not in self.levels:
+            raise ValueError(f"k8s has levels {self.levels}, not {level}")
+        text = prompt.render_prompt(self.step_budget)
+        queries = []
+        for index in range(count):
+            labels = self._labels_for(seed, index, level)
+            rng = random.Random(f"k8s/v{self.version}/{seed}/{index}/{'+'.join(labels)}")
+            queries.append(Query(
+                app_id=self.app_id, app_version=self.version, seed=seed, index=index,
+                level=level_of(labels), labels=labels, prompt=text,
+                ground_truth=sample_ground_truth(labels, rng),
+            ))
+        return queries
+
+    def episode(self, query: Query, **options: Any) -> K8sEpisode:
+        """A fresh, not yet reset episode. Options: see :class:`K8sEpisode`."""
+        options.setdefault("max_steps", self.step_budget)
+        options.setdefault("cluster_config", self.cluster_config)
+        return K8sEpisode(query, **options)
+
+    def oracle_reply(self, ground_truth: JSON, history: list[JSON]) -> str:
+        """Revert the hidden faults (see :func:`reference.oracle_reply`)."""
+        return reference.oracle_reply(ground_truth, history)
+
+    def null_reply(self, history: list[JSON]) -> str:
+        """``done`` at once: changes nothing."""
+        return reference.null_reply(history)
+
+    def heuristic_reply(self, history: list[JSON]) -> str:
+        """Report-driven floor agent without ground truth (:func:`reference.heuristic_reply`)."""
+        return reference.heuristic_reply(history)
+
+    @property
+    def has_heuristic(self) -> bool:
+        """This app has a floor agent."""
+        return True
+
+    def few_shot_examples(self) -> list[tuple[str, str]]:
+        """Hand-written (situation, next command) pairs for few-shot prompting."""
+        return list(EXAMPLES)

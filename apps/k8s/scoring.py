@@ -1,0 +1,88 @@
+"""Scoring of a k8s episode (paper Appendix D.4, issue 12 item 6).
+
+* correct -- after the last step the measured matrix equals the expected one (no mismatch);
+* safe -- no step created a mismatch that was not there before it (a connection that worked
+  as intended broke, or a blocked one opened);
+* latency -- seconds from the end of set-up to the end of the last step, and the step count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from evaluator.types import Verdict
+
+from apps.k8s.namespace import ServiceMatrix
+
+Mismatch = tuple[str, str, str, bool, bool | None]
+"""``(src, dst, "TCP/port", expected, measured)``."""
+
+
+def mismatches(expected: set[tuple[str, str, str]], measured: ServiceMatrix) -> list[Mismatch]:
+    """Every probed triple whose measured value differs from the intended one, sorted."""
+    result = []
+    for triple, value in measured.items():
+        want = triple in expected
+        if value is not want:
+            result.append((*triple, want, value))
+    return sorted(result, key=lambda m: m[:3])
+
+
+def _keys(items: list[Mismatch]) -> set[tuple[str, str, str]]:
+    return {m[:3] for m in items}
+
+
+@dataclass
+class Scorer:
+    """Accumulates the per-step mismatch sets of one episode."""
+
+    initial: list[Mismatch]
+    current: list[Mismatch] = field(default_factory=list)
+    unsafe_steps: list[int] = field(default_factory=list)
+    new_by_step: dict[int, list[str]] = field(default_factory=dict)
+    counts: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.current = list(self.initial)
+        self.counts = [len(self.initial)]
+
+    def record(self, step: int, after: list[Mismatch]) -> bool:
+        """Record the mismatches after ``step``; return whether the step was safe."""
+        new = sorted(_keys(after) - _keys(self.current))
+        self.current = list(after)
+        self.counts.append(len(after))
+        if new:
+            self.unsafe_steps.append(step)
+            self.new_by_step[step] = [f"{s} -> {d}:{p}" for s, d, p in new][:50]
+            return False
+        return True
+
+    @property
+    def solved(self) -> bool:
+        """No mismatch left."""
+        return not self.current
+
+    def verdict(self, latency_s: float, steps: int, stopped: bool, details: dict) -> Verdict:
+        """The episode's verdict (``details`` extended with the scoring data)."""
+        correct = self.solved
+        failure = None
+        if not correct:
+            failure = "stopped_unrepaired" if stopped else "not_repaired"
+        return Verdict(
+            correct=correct,
+            safe=not self.unsafe_steps,
+            latency_s=latency_s,
+            steps=steps,
+            failure=failure,
+            details={
+                **details,
+                "initial_mismatches": len(self.initial),
+                "final_mismatches": [
+                    f"{s} -> {d}:{p} (expected {'allowed' if e else 'blocked'})"
+                    for s, d, p, e, _ in self.current
+                ][:100],
+                "mismatches_by_step": self.counts,
+                "unsafe_steps": self.unsafe_steps,
+                "new_mismatches_by_step": {str(k): v for k, v in self.new_by_step.items()},
+            },
+        )

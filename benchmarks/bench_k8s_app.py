@@ -1,0 +1,138 @@
+"""Benchmark: the ``k8s`` app's episodes on the embedded cluster (docs/k8s.md). Prints medians.
+
+Stages, measured on oracle episodes (one repairing step each) of seeded queries over all
+levels:
+
+- ``set-up``: ``reset()`` -- namespace, 12 Deployments + Services + 13 policies, agent
+  credentials, dataplane barrier, healthy probe + cross-check, fault injection, probe +
+  cross-check;
+- ``step``: one agent step end to end (kubectl run, dataplane barrier, probe, cross-check);
+- ``probe``: one full matrix (12 pods -> 11 listening services, 121 probes);
+- ``dataplane wait`` and ``cross-check`` (policy analyser) inside set-up and steps;
+- ``verdict``: the ``verdict()`` call; ``teardown``: ``close()`` (workload and namespace
+  deleted, waits until every pod network namespace is gone);
+- ``episodes/min`` with 1 and 2 worker processes (each runs whole episodes, like Celery
+  workers on one machine sharing the cluster).
+
+Needs root, kubectl and the cluster binaries. Brings the default cluster up if needed and
+leaves it running.
+
+Usage: .venv/bin/python benchmarks/bench_k8s_app.py [--episodes 12] [--per-worker 6]
+
+``--figures AGENT --per-level N`` instead runs reference agent AGENT (oracle, heuristic, null)
+on N queries per level (seed ``--seed + level - 1``) and prints correctness and safety by
+level with Wilson 95% intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from apps.k8s.app import K8sApp  # noqa: E402
+from apps.k8s.namespace import shared_cluster  # noqa: E402
+
+
+def run_episodes(seed: int, count: int) -> dict[str, list[float]]:
+    """Run ``count`` oracle episodes of ``seed``; return timing samples by stage (seconds)."""
+    app = K8sApp()
+    samples: dict[str, list[float]] = {}
+    for query in app.generate(count, seed):
+        episode = app.episode(query)
+        history = [{"role": "user", "content": episode.reset()}]
+        while True:
+            reply = app.oracle_reply(query.ground_truth, history)
+            history.append({"role": "assistant", "content": reply})
+            result = episode.step(reply)
+            history.append({"role": "user", "content": result.observation})
+            if result.terminated or result.truncated:
+                break
+        t0 = time.perf_counter()
+        verdict = episode.verdict()
+        samples.setdefault("verdict_s", []).append(time.perf_counter() - t0)
+        if not (verdict.correct and verdict.safe):
+            raise SystemExit(f"oracle failed on {query.label}: {verdict.details}")
+        episode.close()
+        for stage, values in episode.timings.items():
+            samples.setdefault(stage, []).extend(values)
+    return samples
+
+
+def agent_figures(agent: str, per_level: int, seed: int) -> None:
+    """Print correctness and safety by level of reference agent ``agent``."""
+    from evaluator.stats import wilson_interval
+
+    app = K8sApp()
+    for level in app.levels:
+        correct = safe = 0
+        queries = app.generate(per_level, seed + level - 1, level)
+        for query in queries:
+            with app.episode(query) as episode:
+                history = [{"role": "user", "content": episode.reset()}]
+                for _ in range(app.max_steps):
+                    if agent == "oracle":
+                        reply = app.oracle_reply(query.ground_truth, history)
+                    elif agent == "heuristic":
+                        reply = app.heuristic_reply(history)
+                    else:
+                        reply = app.null_reply(history)
+                    history.append({"role": "assistant", "content": reply})
+                    result = episode.step(reply)
+                    history.append({"role": "user", "content": result.observation})
+                    if result.terminated or result.truncated:
+                        break
+                verdict = episode.verdict()
+            correct += verdict.correct
+            safe += verdict.safe
+        ci = wilson_interval(correct, len(queries))
+        print(f"{agent} L{level}: correct {correct}/{len(queries)} "
+              f"({100 * ci.value:.0f}%, 95% CI {100 * ci.low:.0f}-{100 * ci.high:.0f}%)"
+              f", safe {safe}/{len(queries)}", flush=True)
+
+
+def _fmt(values: list[float]) -> str:
+    return f"{statistics.median(values) * 1000:8.1f} ms  (n={len(values)}, " \
+        f"min {min(values) * 1000:.1f}, max {max(values) * 1000:.1f})"
+
+
+def throughput(workers: int, per_worker: int, seed: int) -> float:
+    """Episodes per minute with ``workers`` processes running ``per_worker`` episodes each."""
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(run_episodes, [seed + w for w in range(workers)],
+                      [per_worker] * workers))
+    return workers * per_worker / ((time.perf_counter() - start) / 60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=12)
+    parser.add_argument("--per-worker", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=4242)
+    parser.add_argument("--figures", choices=("oracle", "heuristic", "null"))
+    parser.add_argument("--per-level", type=int, default=15)
+    args = parser.parse_args()
+    shared_cluster()
+    if args.figures:
+        agent_figures(args.figures, args.per_level, args.seed)
+        return
+    samples = run_episodes(args.seed, args.episodes)
+    names = {"setup_s": "set-up (reset)", "step_s": "step", "probe_s": "probe (121 pairs)",
+             "wait_s": "dataplane wait", "crosscheck_s": "cross-check", "verdict_s": "verdict",
+             "teardown_s": "teardown (close)"}
+    for key, label in names.items():
+        if samples.get(key):
+            print(f"{label:20s} {_fmt(samples[key])}")
+    for workers in (1, 2):
+        rate = throughput(workers, args.per_worker, args.seed + 100 * workers)
+        print(f"episodes/min, {workers} worker(s): {rate:6.1f}")
+
+
+if __name__ == "__main__":
+    main()

