@@ -13,14 +13,20 @@ is gone (pods, their network namespaces and veths with it).
 
 from __future__ import annotations
 
-import random
 import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from evaluator.app import App, DependencyMissingError, EmulatorError, Episode, ResetNeededError
+from evaluator.app import (
+    App,
+    DependencyMissingError,
+    EmulatorError,
+    Episode,
+    ReplyFormat,
+    ResetNeededError,
+)
 from evaluator.types import JSON, Query, StepResult, Verdict
 
 from apps.k8s import crosscheck, prompt, reference
@@ -34,7 +40,7 @@ from apps.k8s.kubectl import (
     run_kubectl,
 )
 from apps.k8s.namespace import EpisodeNamespace, service_matrix, shared_cluster
-from apps.k8s.queries import LEVEL_LABELS, level_of, sample_ground_truth
+from apps.k8s.queries import generate_queries
 from apps.k8s.replies import parse_reply
 from apps.k8s.scoring import Mismatch, Scorer, mismatches
 
@@ -264,7 +270,6 @@ class K8sApp(App):
     """Kubernetes NetworkPolicy troubleshooting (paper Appendix D, Table 6).
 
     Args:
-        max_steps: step budget of an episode (default :attr:`max_steps`).
         cluster_config: the cluster instance (default: the embedded default instance).
     """
 
@@ -274,25 +279,11 @@ class K8sApp(App):
     levels: ClassVar[tuple[int, ...]] = (1, 2, 3)
     max_steps: ClassVar[int] = 10
     needs_root: ClassVar[bool] = True
-    reply_format: ClassVar[Literal["python", "json", "command"]] = "command"
+    reply_format: ClassVar[ReplyFormat] = "command"
     prompt_marker: ClassVar[str] = prompt.PROMPT_MARKER
 
-    def __init__(
-        self, max_steps: int | None = None, cluster_config: ClusterConfig | None = None
-    ) -> None:
-        self.step_budget = max_steps or type(self).max_steps
+    def __init__(self, cluster_config: ClusterConfig | None = None) -> None:
         self.cluster_config = cluster_config
-
-    def _labels_for(self, seed: int, index: int, level: int | None) -> tuple[str, ...]:
-        combos = (
-            LEVEL_LABELS[level]
-            if level is not None
-            else [c for lvl in self.levels for c in LEVEL_LABELS[lvl]]
-        )
-        order = random.Random(f"k8s/v{self.version}/order/{seed}/{level}").sample(
-            combos, len(combos)
-        )
-        return order[index % len(order)]
 
     def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
         """``count`` queries for ``seed``; labels cycle through a seeded order of the Table 6
@@ -301,25 +292,19 @@ class K8sApp(App):
         Raises:
             ValueError: negative count or unknown level.
         """
-        if count < 0:
-            raise ValueError("count must be >= 0")
-        if level is not None and level not in self.levels:
-            raise ValueError(f"k8s has levels {self.levels}, not {level}")
-        text = prompt.render_prompt(self.step_budget)
-        queries = []
-        for index in range(count):
-            labels = self._labels_for(seed, index, level)
-            rng = random.Random(f"k8s/v{self.version}/{seed}/{index}/{'+'.join(labels)}")
-            queries.append(Query(
-                app_id=self.app_id, app_version=self.version, seed=seed, index=index,
-                level=level_of(labels), labels=labels, prompt=text,
-                ground_truth=sample_ground_truth(labels, rng),
-            ))
-        return queries
+        return generate_queries(
+            count,
+            seed,
+            level,
+            app_id=self.app_id,
+            version=self.version,
+            levels=self.levels,
+            max_steps=self.max_steps,
+        )
 
     def episode(self, query: Query, **options: Any) -> K8sEpisode:
         """A fresh, not yet reset episode. Options: see :class:`K8sEpisode`."""
-        options.setdefault("max_steps", self.step_budget)
+        options.setdefault("max_steps", self.max_steps)
         options.setdefault("cluster_config", self.cluster_config)
         return K8sEpisode(query, **options)
 
@@ -334,11 +319,6 @@ class K8sApp(App):
     def heuristic_reply(self, history: list[JSON]) -> str:
         """Report-driven floor agent without ground truth (:func:`reference.heuristic_reply`)."""
         return reference.heuristic_reply(history)
-
-    @property
-    def has_heuristic(self) -> bool:
-        """This app has a floor agent."""
-        return True
 
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """Hand-written (situation, next command) pairs for few-shot prompting."""

@@ -29,7 +29,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from apps.k8s import manifests
+from evaluator.sampling import labels_at
+from evaluator.types import Query
+
+from apps.k8s import manifests, prompt
 from apps.k8s.manifests import APP_LABEL, CALLS, SERVICE_PORTS, SERVICES, Obj
 from apps.k8s.policy_model import Pod, allowed
 
@@ -236,3 +239,50 @@ def _draw_fault(
             continue
         return {"label": label, "name": FAULT_NAMES[label], **fault}, trial
     raise RuntimeError(f"no visible {label} fault after {MAX_DRAWS} draws")
+
+
+def generate_queries(
+    count: int,
+    seed: int,
+    level: int | None,
+    *,
+    app_id: str,
+    version: int,
+    levels: tuple[int, ...],
+    max_steps: int,
+) -> list[Query]:
+    """Return ``count`` k8s queries for ``seed`` (see :meth:`apps.k8s.app.K8sApp.generate`).
+
+    Raises:
+        ValueError: negative count or a level not in ``levels``.
+    """
+    if count < 0:
+        raise ValueError("count must be >= 0")
+    if level is not None and level not in levels:
+        raise ValueError(f"k8s has levels {levels}, not {level}")
+    text = prompt.render_prompt(max_steps)
+    queries = []
+    for index in range(count):
+        labels = labels_at(
+            LEVEL_LABELS,
+            app_id=app_id,
+            version=version,
+            seed=seed,
+            index=index,
+            level=level,
+            levels=levels,
+        )
+        rng = random.Random(f"k8s/v{version}/{seed}/{index}/{'+'.join(labels)}")
+        queries.append(
+            Query(
+                app_id=app_id,
+                app_version=version,
+                seed=seed,
+                index=index,
+                level=level_of(labels),
+                labels=labels,
+                prompt=text,
+                ground_truth=sample_ground_truth(labels, rng),
+            )
+        )
+    return queries

@@ -9,24 +9,11 @@ from __future__ import annotations
 
 import random
 
+from evaluator.sampling import labels_at
 from evaluator.types import Query
 
 from apps.route.faults import LEVEL_LABELS, level_of, sample_ground_truth
 from apps.route.prompt import render_prompt
-
-
-def labels_at(
-    seed: int, index: int, level: int | None, *, version: int, levels: tuple[int, ...]
-) -> tuple[str, ...]:
-    """Return the labels of query ``index``: a seeded order of the Table 5 combinations of
-    ``level`` (all 15 when ``level`` is None) taken in turn, so a batch covers them evenly."""
-    combos = (
-        LEVEL_LABELS[level]
-        if level is not None
-        else [c for lvl in levels for c in LEVEL_LABELS[lvl]]
-    )
-    order = random.Random(f"route/v{version}/order/{seed}/{level}").sample(combos, len(combos))
-    return order[index % len(order)]
 
 
 def generate_queries(
@@ -55,7 +42,15 @@ def generate_queries(
         raise ValueError(f"route has levels {levels}, not {level}")
     queries = []
     for index in range(count):
-        labels = labels_at(seed, index, level, version=version, levels=levels)
+        labels = labels_at(
+            LEVEL_LABELS,
+            app_id=app_id,
+            version=version,
+            seed=seed,
+            index=index,
+            level=level,
+            levels=levels,
+        )
         rng = random.Random(f"route/v{version}/{seed}/{index}/{'+'.join(labels)}")
         truth = sample_ground_truth(labels, rng, switches=switches, hosts=hosts)
         shape = truth["topology"]

@@ -94,3 +94,17 @@ def start_network_and_hang(queue: object) -> None:
     net = RouteNetwork(RouteTopology(2, 2)).start()
     queue.put(net.topology.prefix)  # type: ignore[attr-defined]
     time.sleep(600)
+
+
+def leaked(before: dict[str, object], after: dict[str, object], key: str) -> object:
+    """What ``after[key]`` holds that ``before[key]`` did not: the leak of the code in between.
+
+    Lists compare as sets (a stale lock or interface left by an earlier test and reaped in
+    between is not a leak of this one); counts compare as the increase. An empty list or 0
+    means nothing leaked.
+    """
+    old, new = before[key], after[key]
+    if isinstance(old, list) and isinstance(new, list):
+        return sorted(set(new) - set(old))
+    assert isinstance(old, int) and isinstance(new, int), key
+    return max(0, new - old)
