@@ -23,6 +23,7 @@ from apps.malt.queries import draft, ground_truth, label_at
 from apps.malt.reference import NULL_REPLY, oracle_reply_text
 from apps.malt.replies import extract_code
 from apps.malt.scoring import JUDGE_BUDGET_S, failed_verdict, judge
+from apps.malt.template_agent import template_reply
 from apps.malt.topology import load_graph
 
 
@@ -84,6 +85,11 @@ class MaltApp(App):
     def null_reply(self, history: list[JSON]) -> str:
         """Well-formed code that returns ``{"answer": None}`` (incorrect on every query)."""
         return NULL_REPLY
+
+    def heuristic_reply(self, history: list[JSON]) -> str:
+        """The ``template`` floor agent: pattern matching on the prompt, no model, no ground
+        truth (:func:`apps.malt.template_agent.template_reply`)."""
+        return template_reply(history)
 
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """Worked examples for few-shot prompting: one (question, answer) pair per level.

@@ -1,0 +1,130 @@
+"""Benchmark: how hard are the queries? Oracle, floor and null agents per app and level.
+
+For every registered app that has a floor agent (``App.has_heuristic``: MALT's ``template``
+agent, route's scripted ``heuristic``) this runs three reference agents on the same ``N``
+seeded queries through the real episode runner and emulator (``evaluator.runner.run_episode``):
+
+* oracle -- ``App.oracle_reply`` from the hidden ground truth (target: 100% correct and safe);
+* floor -- ``App.heuristic_reply``, no model and no ground truth (issue 11 targets: <= 50%
+  correct on level 1, <= 20% on levels 2 and 3);
+* null -- ``App.null_reply`` (target: 0% correct).
+
+It prints correctness (and safety) per level as a rate with its 95% Wilson interval
+(``evaluator.stats.wilson_interval``). Episodes need what the app's episodes need (MALT:
+root and bwrap for the sandbox; route: root and Mininet).
+
+Usage: .venv/bin/python benchmarks/bench_difficulty.py [--apps malt,route] [--queries 300]
+       [--seed 0] [--agents oracle,floor,null]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from evaluator.agents.base import AgentClient, AgentReply  # noqa: E402
+from evaluator.app import App  # noqa: E402
+from evaluator.registry import app_ids, get_app  # noqa: E402
+from evaluator.runner import run_episode  # noqa: E402
+from evaluator.stats import wilson_interval  # noqa: E402
+from evaluator.types import JSON, EpisodeResult, Query  # noqa: E402
+
+AGENTS = ("oracle", "floor", "null")
+
+
+class ReplyClient(AgentClient):
+    """In-process agent whose reply is ``reply(messages)``."""
+
+    def __init__(self, reply: Callable[[list[JSON]], str]) -> None:
+        self.reply = reply
+
+    def complete(self, messages: list[JSON], *, episode_id: str) -> AgentReply:
+        return AgentReply(self.reply(messages), 0.0)
+
+
+def _floor(app: App, messages: list[JSON]) -> str:
+    text = app.heuristic_reply(messages)
+    assert text is not None  # only apps with has_heuristic are benchmarked
+    return text
+
+
+def client_for(agent: str, app: App, query: Query) -> AgentClient:
+    """The in-process client of reference agent ``agent`` for ``query``."""
+    if agent == "oracle":
+        return ReplyClient(partial(app.oracle_reply, query.ground_truth))
+    if agent == "floor":
+        return ReplyClient(partial(_floor, app))
+    return ReplyClient(app.null_reply)
+
+
+def run_agents(
+    app: App, queries: list[Query], agents: tuple[str, ...]
+) -> dict[str, list[EpisodeResult]]:
+    """Run every agent on every query; results in query order per agent."""
+    return {
+        agent: [run_episode(app, query, client_for(agent, app, query)) for query in queries]
+        for agent in agents
+    }
+
+
+def _rate(results: list[EpisodeResult], field: str) -> str:
+    hits = sum(bool(getattr(r, field)) for r in results)
+    interval = wilson_interval(hits, len(results))
+    return (
+        f"{hits:>3}/{len(results):<3} {100 * interval.value:5.1f}% "
+        f"[{100 * interval.low:5.1f}, {100 * interval.high:5.1f}]"
+    )
+
+
+def table(app: App, results: dict[str, list[EpisodeResult]]) -> str:
+    """Correctness and safety by level and overall, one row per (agent, level)."""
+    lines = [
+        f"app {app.app_id} v{app.version}",
+        f"{'agent':<7} {'level':<5} {'correct (95% Wilson)':<30} {'safe (95% Wilson)':<30}",
+    ]
+    for agent, rows in results.items():
+        for level in (*app.levels, None):
+            chosen = [r for r in rows if level is None or r.level == level]
+            if not chosen:
+                continue
+            name = "all" if level is None else f"L{level}"
+            lines.append(
+                f"{agent:<7} {name:<5} {_rate(chosen, 'correct'):<30} {_rate(chosen, 'safe'):<30}"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Parse arguments, run, print one table per app."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--apps", default="", help="comma-separated app ids (default: all)")
+    parser.add_argument("--queries", type=int, default=300, help="queries per app")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--agents", default=",".join(AGENTS))
+    args = parser.parse_args()
+    wanted = [a for a in args.apps.split(",") if a] or app_ids()
+    agents = tuple(a for a in args.agents.split(",") if a)
+    for app_id in wanted:
+        app = get_app(app_id)
+        if not app.has_heuristic:
+            print(f"app {app_id}: no floor agent (heuristic_reply), skipped\n")
+            continue
+        started = time.perf_counter()
+        queries = app.generate(args.queries, seed=args.seed)
+        results = run_agents(app, queries, agents)
+        print(table(app, results))
+        print(
+            f"({args.queries} queries, seed {args.seed}, "
+            f"{time.perf_counter() - started:.0f} s)\n",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Conformance of every registered app to the App contract (the Gymnasium ``check_env`` idea).
+
+Parametrized over ``evaluator.registry.app_ids()``: an app is covered by registering it. The
+pure checks (generation, JSON round-trip, prompts, declarations) run everywhere; the episode
+checks run the real emulator of the app, so apps with ``needs_root`` need root (and whatever
+their emulator needs: a missing tool is reported by the app as ``DependencyMissingError``,
+which fails under ``CI=true`` and skips locally, as :func:`tests.conftest.require` does).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import partial
+from typing import Any, get_args
+
+import pytest
+
+from evaluator.agents.base import AgentClient, AgentReply
+from evaluator.app import App, DependencyMissingError, Episode, ReplyFormat
+from evaluator.registry import app_ids, get_app, worker_queues
+from evaluator.runner import run_episode
+from evaluator.types import JSON, Query
+from tests.conftest import require, require_root
+
+SEED = 7
+REPLY_FORMATS = get_args(ReplyFormat)
+
+
+class ReplyClient(AgentClient):
+    """In-process agent whose reply is ``reply(messages)`` (the HTTP path is tested elsewhere)."""
+
+    def __init__(self, reply: Callable[[list[JSON]], str]) -> None:
+        self.reply = reply
+
+    def complete(self, messages: list[JSON], *, episode_id: str) -> AgentReply:
+        return AgentReply(self.reply(messages), 0.0)
+
+
+def _episode_params() -> list[Any]:
+    params = []
+    for app_id in app_ids():
+        marks = [pytest.mark.root, pytest.mark.slow] if get_app(app_id).needs_root else []
+        params.append(pytest.param(app_id, marks=marks, id=app_id))
+    return params
+
+
+def _one_per_level(app: App, seed: int = SEED) -> list[Query]:
+    return [app.generate(1, seed=seed, level=level)[0] for level in app.levels]
+
+
+@pytest.fixture(params=app_ids())
+def app(request: pytest.FixtureRequest) -> App:
+    return get_app(request.param)
+
+
+def test_declarations(app: App) -> None:
+    assert app.app_id in worker_queues()
+    assert app.title.strip() and app.title != app.app_id
+    assert app.reply_format in REPLY_FORMATS
+    assert app.max_steps >= 1 and app.version >= 1 and app.levels
+    assert app.describe()["app_id"] == app.app_id
+    for question, answer in app.few_shot_examples():
+        assert question.strip() and answer.strip()
+    if app.has_heuristic:
+        query = app.generate(1, seed=SEED)[0]
+        reply = app.heuristic_reply([{"role": "user", "content": query.prompt}])
+        assert isinstance(reply, str)
+    else:
+        assert app.heuristic_reply([]) is None
+
+
+def test_generation_is_seeded(app: App) -> None:
+    first = [q.fingerprint() for q in app.generate(6, seed=SEED)]
+    assert first == [q.fingerprint() for q in app.generate(6, seed=SEED)]
+    assert first != [q.fingerprint() for q in app.generate(6, seed=SEED + 1)]
+    for level in app.levels:
+        assert {q.level for q in app.generate(3, seed=SEED, level=level)} == {level}
+    with pytest.raises(ValueError):
+        app.generate(-1, seed=SEED)
+    with pytest.raises(ValueError):
+        app.generate(1, seed=SEED, level=max(app.levels) + 1)
+
+
+def test_queries_round_trip_through_json(app: App) -> None:
+    for query in app.generate(6, seed=SEED):
+        assert query.app_id == app.app_id and query.app_version == app.version
+        again = Query.from_dict(json.loads(json.dumps(query.to_dict())))
+        assert again == query and again.fingerprint() == query.fingerprint()
+
+
+def test_prompts_carry_the_marker_and_no_ground_truth(app: App) -> None:
+    for query in app.generate(12, seed=SEED):
+        assert app.prompt_marker in query.prompt
+        assert json.dumps(query.ground_truth) not in query.prompt
+        assert "ground_truth" not in query.prompt
+        # no composite part of the ground truth (answer lists, repair scripts) is spelled out
+        for key, value in query.ground_truth.items():
+            if isinstance(value, dict) or (isinstance(value, list) and len(value) > 1):
+                assert json.dumps(value) not in query.prompt, key
+                assert repr(value) not in query.prompt, key
+
+
+def test_oracle_and_null_replies_are_text(app: App) -> None:
+    for query in _one_per_level(app):
+        history: list[JSON] = [{"role": "user", "content": query.prompt}]
+        assert isinstance(app.oracle_reply(query.ground_truth, history), str)
+        assert isinstance(app.null_reply(history), str)
+
+
+def _run_or_require(app: App, query: Query, client: AgentClient) -> Any:
+    try:
+        return run_episode(app, query, client)
+    except DependencyMissingError as exc:  # the app's emulator is not installed here
+        require(False, str(exc))
+
+
+@pytest.mark.parametrize("app_id", _episode_params())
+def test_oracle_correct_and_safe_null_incorrect(app_id: str) -> None:
+    app = get_app(app_id)
+    if app.needs_root:
+        require_root()
+    for query in _one_per_level(app):
+        oracle_client = ReplyClient(partial(app.oracle_reply, query.ground_truth))
+        oracle = _run_or_require(app, query, oracle_client)
+        assert oracle.correct and oracle.safe, (query.label, oracle.failure)
+        # every query of every registered app needs a change (an answer or a repair)
+        null = _run_or_require(app, query, ReplyClient(app.null_reply))
+        assert not null.correct, query.label
+
+
+@pytest.mark.parametrize("app_id", _episode_params())
+def test_close_is_idempotent(app_id: str) -> None:
+    app = get_app(app_id)
+    if app.needs_root:
+        require_root()
+    query = app.generate(1, seed=SEED)[0]
+    episode: Episode = app.episode(query)
+    episode.close()  # before reset
+    episode = app.episode(query)
+    try:
+        episode.reset()
+    except DependencyMissingError as exc:
+        episode.close()
+        require(False, str(exc))
+    episode.close()
+    episode.close()
