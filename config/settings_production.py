@@ -47,3 +47,4 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = False
+STATIC_ROOT = env.path("DJANGO_STATIC_ROOT", default=str(STATIC_ROOT))  # noqa: F405

@@ -10,10 +10,13 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 from cryptography.fernet import Fernet
@@ -129,3 +132,60 @@ def test_compose_refuses_to_render_without_each_secret(missing: str) -> None:
     result = _compose_config(env)
     assert result.returncode != 0
     assert missing in result.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_gunicorn_serves_pages_and_hashed_static_files_in_production(tmp_path: Path) -> None:
+    """The production web process: gunicorn + WhiteNoise, HSTS, HTTPS redirect, secure cookies."""
+    gunicorn = shutil.which("gunicorn", path=str(Path(sys.executable).parent))
+    require(gunicorn is not None, "gunicorn is not installed (requirements.txt)")
+    assert gunicorn is not None
+    env = _production_env(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        DJANGO_STATIC_ROOT=str(tmp_path / "static"),
+        DJANGO_ALLOWED_HOSTS="127.0.0.1",
+    )
+    for args in (("migrate", "--noinput"), ("collectstatic", "--noinput")):
+        done = _manage(*args, env=env)
+        assert done.returncode == 0, done.stderr
+    manifest = (tmp_path / "static" / "staticfiles.json").read_text()
+    hashed_css = yaml.safe_load(manifest)["paths"]["css/site.css"]
+    assert hashed_css != "css/site.css"
+
+    port = _free_port()
+    server = subprocess.Popen(
+        [gunicorn, "config.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, timeout=10.0) as client:
+            for _ in range(100):
+                try:
+                    plain = client.get("/")
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.2)
+            else:
+                pytest.fail("gunicorn did not answer within 20 s")
+            assert plain.status_code == 301
+            assert plain.headers["location"].startswith("https://127.0.0.1")
+            https = {"X-Forwarded-Proto": "https"}
+            page = client.get("/accounts/login/", headers=https)
+            assert page.status_code == 200
+            assert page.headers["strict-transport-security"].startswith("max-age=31536000")
+            assert "Secure" in page.headers["set-cookie"]
+            assert f"/static/{hashed_css}" in page.text
+            css = client.get(f"/static/{hashed_css}", headers=https)
+            assert css.status_code == 200 and ".site-nav" in css.text
+            assert "max-age=315360000" in css.headers["cache-control"]  # WhiteNoise: immutable
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
