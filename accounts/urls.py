@@ -8,6 +8,14 @@ app_name = "accounts"
 urlpatterns = [
     path("signup/", views.signup_page, name="signup"),
     path("team/", views.team_page, name="team"),
+    path("teams/new/", views.team_create_view, name="team-create"),
+    path("teams/<int:team_id>/invitation/", views.invitation_renew_view, name="invite"),
+    path(
+        "teams/<int:team_id>/members/<int:user_id>/remove/",
+        views.member_remove_view,
+        name="member-remove",
+    ),
+    path("join/<str:token>/", views.join_page, name="join"),
 ]
 
 # Django's auth views keep their own (un-namespaced) names: login, logout, password_reset, ...

@@ -6,13 +6,18 @@ with this project's templates under ``templates/registration/``.
 
 from __future__ import annotations
 
-from django.contrib.auth import login
+from django.contrib import messages
+from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts import services
 from accounts.forms import SignUpForm
+from accounts.models import TeamOwnership
+from submissions.models import Team
 
 
 @require_http_methods(["GET", "POST"])
@@ -30,6 +35,73 @@ def signup_page(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def team_page(request: HttpRequest) -> HttpResponse:
-    """The teams the signed-in user belongs to, with their members and agents."""
-    teams = request.user.teams.prefetch_related("members", "agents").order_by("name")  # type: ignore[union-attr]
-    return render(request, "accounts/team.html", {"teams": teams})
+    """The user's teams (members, agents; for owners the invitation link) and a create form."""
+    teams = list(request.user.teams.prefetch_related("members", "agents").order_by("name"))  # type: ignore[union-attr]
+    owned = set(
+        TeamOwnership.objects.filter(user_id=int(request.user.pk or 0)).values_list(
+            "team_id", flat=True
+        )
+    )
+    rows = []
+    for team in teams:
+        invitation = getattr(team, "invitation", None) if team.pk in owned else None
+        link = None
+        if invitation is not None and invitation.is_valid:
+            link = request.build_absolute_uri(reverse("accounts:join", args=[invitation.token]))
+        rows.append({"team": team, "is_owner": team.pk in owned, "invite_link": link,
+                     "invitation": invitation})
+    return render(request, "accounts/team.html", {"rows": rows})
+
+
+@login_required
+@require_POST
+def team_create_view(request: HttpRequest) -> HttpResponse:
+    """Create a team owned by the user."""
+    try:
+        team = services.team_create(user=request.user, name=request.POST.get("name", ""))  # type: ignore[arg-type]
+    except services.TeamError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Team {team.name} created.")
+    return redirect("accounts:team")
+
+
+@login_required
+@require_POST
+def invitation_renew_view(request: HttpRequest, team_id: int) -> HttpResponse:
+    """Issue a new invitation link (owners only; the old link stops working)."""
+    team = get_object_or_404(Team, pk=team_id)
+    try:
+        services.invitation_renew(team=team, by=request.user)  # type: ignore[arg-type]
+    except services.TeamError as error:
+        messages.error(request, str(error))
+    return redirect("accounts:team")
+
+
+@login_required
+@require_POST
+def member_remove_view(request: HttpRequest, team_id: int, user_id: int) -> HttpResponse:
+    """Remove a member (owners only)."""
+    team = get_object_or_404(Team, pk=team_id)
+    member = get_object_or_404(get_user_model(), pk=user_id)
+    try:
+        services.member_remove(team=team, by=request.user, member=member)  # type: ignore[arg-type]
+    except services.TeamError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"{member.get_username()} removed from {team.name}.")
+    return redirect("accounts:team")
+
+
+@require_http_methods(["GET", "POST"])
+def join_page(request: HttpRequest, token: str) -> HttpResponse:
+    """GET: which team the link invites to (log in first). POST: join it."""
+    try:
+        invitation = services.invitation_get(token)
+    except services.InvitationInvalidError as error:
+        return render(request, "accounts/join.html", {"error": str(error)}, status=404)
+    if request.method == "POST" and request.user.is_authenticated:
+        team = services.team_join(user=request.user, token=token)
+        messages.success(request, f"You joined {team.name}.")
+        return redirect("accounts:team")
+    return render(request, "accounts/join.html", {"team": invitation.team})
