@@ -12,6 +12,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts import services
@@ -22,15 +23,21 @@ from submissions.models import Team
 
 @require_http_methods(["GET", "POST"])
 def signup_page(request: HttpRequest) -> HttpResponse:
-    """GET: the sign-up form. POST: create the user, log them in, go to their team page."""
+    """GET: the sign-up form. POST: create the user, log them in, go to ``next`` (a same-site
+    path, e.g. an invitation link) or else their team page."""
+    next_url = request.POST.get("next") or request.GET.get("next") or ""
+    if not url_has_allowed_host_and_scheme(
+        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        next_url = ""
     if request.user.is_authenticated:
-        return redirect("accounts:team")
+        return redirect(next_url or "accounts:team")
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect("accounts:team")
-    return render(request, "accounts/signup.html", {"form": form})
+        return redirect(next_url or "accounts:team")
+    return render(request, "accounts/signup.html", {"form": form, "next": next_url})
 
 
 @login_required

@@ -106,3 +106,15 @@ def test_team_page_needs_login_and_lists_own_teams_only(client: Client) -> None:
     page = client.get(reverse("accounts:team")).content.decode()
     assert "packet-pushers" in page and "probe" in page
     assert "someone-else" not in page
+
+
+def test_signup_returns_to_a_same_site_next_only(client: Client) -> None:
+    url = reverse("accounts:signup")
+    data = {"email": "x@example.org", "password1": PASSWORD, "password2": PASSWORD}
+    ok = client.post(url, {**data, "username": "x1", "next": "/accounts/join/abc/"})
+    assert ok["Location"] == "/accounts/join/abc/"
+    other = Client().post(
+        url,
+        {**data, "username": "x2", "email": "y@example.org", "next": "https://evil.example/"},
+    )
+    assert other["Location"] == reverse("accounts:team")
