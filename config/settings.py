@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "submissions",
     "leaderboard",
+    "engine_commands",
 ]
 
 MIDDLEWARE = [
