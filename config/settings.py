@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "accounts",
     "submissions",
     "leaderboard",
+    "engine_commands",
 ]
 
 MIDDLEWARE = [

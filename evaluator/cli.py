@@ -16,7 +16,7 @@ from evaluator.evaluation import evaluate_agent
 from evaluator.oracle_vault import OracleVault
 from evaluator.registry import app_ids
 from evaluator.report import format_summary_table, write_result_file
-from evaluator.runner import EpisodeResult
+from evaluator.types import EpisodeResult
 
 
 def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,7 +99,7 @@ def run_evaluate(options: argparse.Namespace, out: object = sys.stdout) -> int:
         mark = "ok " if result.correct else "FAIL"
         safe = "safe" if result.safe else "UNSAFE"
         write(
-            f"{mark} {safe:6} {result.app:<5} L{result.level} {'+'.join(result.labels):<16} "
+            f"{mark} {safe:6} {result.app_id:<5} L{result.level} {result.label:<16} "
             f"{result.query_id} steps={result.steps} latency={result.latency_s:.3f}s"
             f"{'' if result.failure is None else ' failure=' + result.failure}\n"
         )

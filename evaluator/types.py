@@ -131,3 +131,130 @@ class Verdict:
     def to_dict(self) -> JSON:
         """Return a JSON-serialisable dict."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class InfrastructureFailure:
+    """Why the evaluator could not run an episode: an emulator or platform fault.
+
+    Never the agent's fault: an episode carrying one is left out of the agent's statistics
+    (and, on the site, stored as an error rather than a score).
+
+    Attributes:
+        error: ``"<ExceptionType>: <message>"`` of the last attempt, at most
+            :data:`INFRASTRUCTURE_ERROR_MAX_CHARS` characters.
+        attempts: how many times the episode was tried before giving up (>= 1).
+    """
+
+    error: str
+    attempts: int = 1
+
+    def to_dict(self) -> JSON:
+        """Return a JSON-serialisable dict."""
+        return asdict(self)
+
+
+#: Longest error text kept in :attr:`InfrastructureFailure.error`.
+INFRASTRUCTURE_ERROR_MAX_CHARS = 2000
+#: The ``failure`` category of an episode the evaluator could not run (result files keep it so
+#: that readers without the ``infrastructure`` field still see why the episode has no score).
+INFRASTRUCTURE_CATEGORY = "infrastructure"
+
+
+@dataclass
+class EpisodeResult:
+    """The scored record of one episode, as written to result files and the database.
+
+    Attributes:
+        app_id, app_version, query_id, seed, index, level, labels: copied from the query
+            (``labels`` is the list; :attr:`label` the ``+``-joined string).
+        correct, safe: the verdict (False/False for an infrastructure failure).
+        latency_s: the app's latency figure in seconds (MALT: agent code execution time;
+            route/k8s: episode wall time).
+        wall_s: the whole episode's wall time in seconds.
+        agent_s: seconds spent waiting for the agent.
+        steps: agent replies used.
+        failure: ``None`` when correct, else a category (``"agent:timeout"``,
+            ``"wrong_answer"``, ``"sandbox:memory"``, ... or :data:`INFRASTRUCTURE_CATEGORY`).
+        details: JSON data explaining the verdict.
+        transcript: the conversation, ``{"role", "content", ...}`` entries in order.
+        infrastructure: set when the evaluator could not run the episode (not the agent's
+            fault; excluded from statistics); ``None`` for every scored episode.
+    """
+
+    app_id: str
+    app_version: int
+    query_id: str
+    seed: int
+    index: int
+    level: int
+    labels: list[str]
+    correct: bool
+    safe: bool
+    latency_s: float
+    wall_s: float
+    agent_s: float
+    steps: int
+    failure: str | None
+    details: JSON = field(default_factory=dict)
+    transcript: list[JSON] = field(default_factory=list)
+    infrastructure: InfrastructureFailure | None = None
+
+    @property
+    def label(self) -> str:
+        """Labels joined with ``+`` (``"remove+count"``, ``"DR+DI"``), as :attr:`Query.label`."""
+        return "+".join(self.labels)
+
+    @property
+    def scored(self) -> bool:
+        """True unless the episode is an infrastructure failure (those are never scored)."""
+        return self.infrastructure is None
+
+    def to_dict(self) -> JSON:
+        """Return the JSON form (the ``episodes[]`` entries of a result file)."""
+        return asdict(self)
+
+    @classmethod
+    def for_query(cls, query: Query, **outcome: Any) -> EpisodeResult:
+        """Build a result for ``query``; ``outcome`` gives the verdict fields (correct, ...)."""
+        return cls(
+            app_id=query.app_id,
+            app_version=query.app_version,
+            query_id=query.query_id,
+            seed=query.seed,
+            index=query.index,
+            level=query.level,
+            labels=list(query.labels),
+            **outcome,
+        )
+
+    @classmethod
+    def for_infrastructure_failure(
+        cls, query: Query, error: str, *, attempts: int = 1
+    ) -> EpisodeResult:
+        """Record for an episode the evaluator itself could not run (not the agent's fault)."""
+        error = error[:INFRASTRUCTURE_ERROR_MAX_CHARS]
+        return cls.for_query(
+            query,
+            correct=False,
+            safe=False,
+            latency_s=0.0,
+            wall_s=0.0,
+            agent_s=0.0,
+            steps=0,
+            failure=INFRASTRUCTURE_CATEGORY,
+            details={"error": error},
+            infrastructure=InfrastructureFailure(error=error, attempts=attempts),
+        )
+
+    @classmethod
+    def from_dict(cls, data: JSON) -> EpisodeResult:
+        """Inverse of :meth:`to_dict`. Raises ``TypeError``/``KeyError`` on a bad dict."""
+        fields = dict(data)
+        infrastructure = fields.pop("infrastructure", None)
+        return cls(
+            **fields,
+            infrastructure=None
+            if infrastructure is None
+            else InfrastructureFailure(**infrastructure),
+        )

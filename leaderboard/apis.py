@@ -7,7 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluator.registry import app_ids
-from leaderboard.selectors import Standing, standings
+from submissions.selectors import Standing, standings
 
 
 def standing_to_dict(row: Standing) -> dict[str, object]:
@@ -31,14 +31,14 @@ def standing_to_dict(row: Standing) -> dict[str, object]:
 
 
 class LeaderboardListApi(APIView):
-    """``GET /api/v1/leaderboard/?app=malt``: standings of one app or of all apps."""
+    """``GET /api/v1/leaderboard/?app_id=malt``: standings of one app or of all apps."""
 
     def get(self, request: Request) -> Response:
         """Return ``{"apps": {app_id: [row, ...]}}``; 400 for an unknown app."""
-        wanted = request.query_params.get("app")
+        wanted = request.query_params.get("app_id")
         if wanted is not None and wanted not in app_ids():
             return Response(
-                {"detail": f"unknown app {wanted!r}", "code": "unknown_app"}, status=400
+                {"detail": f"unknown app id {wanted!r}", "code": "unknown_app"}, status=400
             )
         chosen = [wanted] if wanted else app_ids()
         return Response(

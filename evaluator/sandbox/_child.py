@@ -1,10 +1,10 @@
 """Child-side harness of the agent-code sandbox (runs *inside* bubblewrap, see docs/sandbox.md).
 
 This file is executed as a script by the sandboxed interpreter (``python -s -P -B
-sandbox_child.py <result_fd>``); it must import nothing from this repository, because only
-this single file is bind-mounted into the sandbox.
+/opt/netarena/sandbox_child.py <result_fd>``: this file, bind-mounted there); it must import
+nothing from this repository, because only this single file is bind-mounted into the sandbox.
 
-Protocol (parent in :mod:`evaluator.sandbox`):
+Protocol (parent in :mod:`evaluator.sandbox._io`):
 
 1. stdin carries one pickle written by the trusted parent: ``{"code", "function",
    "preamble", "argument", "limits"}``. It is read completely and stdin is closed.
