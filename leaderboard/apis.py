@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -33,6 +35,10 @@ def standing_to_dict(row: Standing) -> dict[str, object]:
 class LeaderboardListApi(APIView):
     """``GET /api/v1/leaderboard/?app_id=malt``: standings of one app or of all apps."""
 
+    @extend_schema(
+        parameters=[OpenApiParameter("app_id", str, description="one app; all apps if absent")],
+        responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
+    )
     def get(self, request: Request) -> Response:
         """Return ``{"apps": {app_id: [row, ...]}}``; 400 for an unknown app."""
         wanted = request.query_params.get("app_id")

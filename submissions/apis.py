@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -47,6 +49,10 @@ class AgentCreateApi(APIView):
 
     permission_classes = [IsAuthenticated]
 
+    @extend_schema(
+        request=AgentCreateSerializer,
+        responses={201: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 403: OpenApiTypes.OBJECT},
+    )
     def post(self, request: Request) -> Response:
         """201 with the agent's id; 400 for bad input or an endpoint the guard refuses."""
         serializer = AgentCreateSerializer(data=request.data)
@@ -87,6 +93,10 @@ class SubmissionCreateApi(APIView):
 
     permission_classes = [IsAuthenticated]
 
+    @extend_schema(
+        request=SubmissionCreateSerializer,
+        responses={202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 403: OpenApiTypes.OBJECT},
+    )
     def post(self, request: Request) -> Response:
         """202 with the submission's id; 403 for a foreign agent; 429 over quota."""
         serializer = SubmissionCreateSerializer(data=request.data)
@@ -110,6 +120,7 @@ class SubmissionCreateApi(APIView):
 class SubmissionDetailApi(APIView):
     """``GET /api/v1/submissions/<id>/``: status and per-episode verdicts (public)."""
 
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT})
     def get(self, request: Request, submission_id: int) -> Response:
         """The submission with its episodes' verdicts; never the hidden ground truth."""
         submission = selectors.submission_get(submission_id=submission_id)
