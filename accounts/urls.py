@@ -16,6 +16,8 @@ urlpatterns = [
         name="member-remove",
     ),
     path("join/<str:token>/", views.join_page, name="join"),
+    path("agents/new/", views.agent_new_page, name="agent-new"),
+    path("submit/", views.submit_page, name="submit"),
 ]
 
 # Django's auth views keep their own (un-namespaced) names: login, logout, password_reset, ...

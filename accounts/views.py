@@ -17,7 +17,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts import services
 from accounts.forms import SignUpForm
+from accounts.forms_agents import AgentForm, SubmitForm
 from accounts.models import TeamOwnership
+from submissions import services as submission_services
+from submissions.errors import ServiceError
 from submissions.models import Team
 
 
@@ -112,3 +115,43 @@ def join_page(request: HttpRequest, token: str) -> HttpResponse:
         messages.success(request, f"You joined {team.name}.")
         return redirect("accounts:team")
     return render(request, "accounts/join.html", {"team": invitation.team})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def agent_new_page(request: HttpRequest) -> HttpResponse:
+    """Register an agent of one of the user's teams (rules: ``submissions.services``)."""
+    form = AgentForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            agent = submission_services.agent_create(
+                team=data["team"], name=data["name"], endpoint_url=data["endpoint_url"],
+                protocol=data["protocol"], model_name=data["model_name"],
+                api_key=data["api_key"], apps=data["apps"], actor=request.user,
+            )
+        except ServiceError as error:
+            form.add_error(None, str(error))
+        else:
+            messages.success(request, f"Agent {agent.name} registered.")
+            return redirect("accounts:team")
+    return render(request, "accounts/agent_form.html", {"form": form})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def submit_page(request: HttpRequest) -> HttpResponse:
+    """Submit an agent for evaluation; on success go to the submission's page."""
+    form = SubmitForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            submission = submission_services.submission_create(
+                agent=data["agent"], apps=data["apps"],
+                queries_per_app=data["queries_per_app"], actor=request.user,
+            )
+        except ServiceError as error:
+            form.add_error(None, str(error))
+        else:
+            return redirect("leaderboard:submission", submission_id=submission.pk)
+    return render(request, "accounts/submit.html", {"form": form})
