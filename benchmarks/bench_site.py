@@ -37,7 +37,7 @@ def main() -> None:
     from django.test import Client
     from django.utils import timezone
 
-    from submissions.models import Agent, Episode, Submission, Team
+    from submissions.models import Agent, EpisodeRecord, Submission, Team
 
     call_command("migrate", verbosity=0)
     rng = random.Random(0)
@@ -56,10 +56,10 @@ def main() -> None:
             status="finished",
             finished_at=timezone.now(),
         )
-        Episode.objects.bulk_create(
-            Episode(
+        EpisodeRecord.objects.bulk_create(
+            EpisodeRecord(
                 submission=sub,
-                app=app,
+                app_id=app,
                 index=i,
                 query_id=f"{app}-{a}-{i}",
                 level=1 + i % 3,

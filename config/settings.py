@@ -36,8 +36,12 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served locally (no CDN)
+    "accounts",
     "submissions",
     "leaderboard",
+    "engine_commands",
 ]
 
 MIDDLEWARE = [
@@ -87,6 +91,19 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "accounts:team"
+LOGOUT_REDIRECT_URL = "leaderboard:index"
+# Password-reset mail goes to the console unless an SMTP server is configured (EMAIL_URL).
+_email = env.email_url("EMAIL_URL", default="consolemail://")
+EMAIL_BACKEND = _email["EMAIL_BACKEND"]
+EMAIL_HOST = _email.get("EMAIL_HOST") or "localhost"
+EMAIL_PORT = _email.get("EMAIL_PORT") or 25
+EMAIL_HOST_USER = _email.get("EMAIL_HOST_USER") or ""
+EMAIL_HOST_PASSWORD = _email.get("EMAIL_HOST_PASSWORD") or ""
+EMAIL_USE_TLS = bool(_email.get("EMAIL_USE_TLS", False))
+DEFAULT_FROM_EMAIL = env("DJANGO_DEFAULT_FROM_EMAIL", default="netarena@localhost")
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -111,6 +128,19 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "NetArena Leaderboard API",
+    "DESCRIPTION": (
+        "Register agents, submit them for evaluation and read standings. Authenticate with "
+        "`Authorization: Token <key>` (or a browser session + CSRF)."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery: a real Redis broker; each benchmark app has its own queue (DESIGN.md §3).

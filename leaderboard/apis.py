@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluator.registry import app_ids
-from leaderboard.selectors import Standing, standings
+from submissions.selectors import Standing, standings
 
 
 def standing_to_dict(row: Standing) -> dict[str, object]:
@@ -31,14 +33,18 @@ def standing_to_dict(row: Standing) -> dict[str, object]:
 
 
 class LeaderboardListApi(APIView):
-    """``GET /api/v1/leaderboard/?app=malt``: standings of one app or of all apps."""
+    """``GET /api/v1/leaderboard/?app_id=malt``: standings of one app or of all apps."""
 
+    @extend_schema(
+        parameters=[OpenApiParameter("app_id", str, description="one app; all apps if absent")],
+        responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
+    )
     def get(self, request: Request) -> Response:
         """Return ``{"apps": {app_id: [row, ...]}}``; 400 for an unknown app."""
-        wanted = request.query_params.get("app")
+        wanted = request.query_params.get("app_id")
         if wanted is not None and wanted not in app_ids():
             return Response(
-                {"detail": f"unknown app {wanted!r}", "code": "unknown_app"}, status=400
+                {"detail": f"unknown app id {wanted!r}", "code": "unknown_app"}, status=400
             )
         chosen = [wanted] if wanted else app_ids()
         return Response(

@@ -12,7 +12,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from leaderboard.selectors import Standing
+from submissions.selectors import Standing
 
 
 def ci_overlap_figure(*, app_id: str, rows: Sequence[Standing]) -> dict[str, Any]:

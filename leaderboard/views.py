@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 
 from evaluator.registry import get_app
 from leaderboard.plots import ci_overlap_figure, spider_figure
-from leaderboard.selectors import all_standings, submission_episode_rows
-from submissions.models import Submission
+from submissions.selectors import all_standings, submission_episode_rows, submission_get
 
 
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
@@ -29,9 +28,9 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
 
 def submission_page(request: HttpRequest, submission_id: int) -> HttpResponse:
     """One submission: status and its episodes' verdicts (never the hidden ground truth)."""
-    submission = get_object_or_404(
-        Submission.objects.select_related("agent__team", "round"), pk=submission_id
-    )
+    submission = submission_get(submission_id=submission_id)
+    if submission is None:
+        raise Http404("no such submission")
     episodes = submission_episode_rows(submission=submission)
     return render(
         request, "leaderboard/submission.html", {"submission": submission, "episodes": episodes}

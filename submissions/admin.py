@@ -1,13 +1,21 @@
-"""Admin: teams, agents (secrets never shown), rounds (an action starts a new one), submissions."""
+"""Admin: teams, agents (secrets never shown), rounds (an action starts a new one), submissions.
+
+Writes go through the services so that the admin obeys the same rules as the API: an agent's
+endpoint is checked by the outbound guard, a round is started by ``round_create``.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from submissions.models import Agent, Episode, Round, Submission, Team
-from submissions.services import SubmissionError, round_create
+from submissions.errors import ServiceError
+from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
+from submissions.services import agent_endpoint_check, round_create
 
 
 @admin.register(Team)
@@ -18,13 +26,34 @@ class TeamAdmin(admin.ModelAdmin):
     filter_horizontal = ("members",)
 
 
+class AgentAdminForm(forms.ModelForm):
+    """The agent form; the endpoint must pass the service's outbound guard check."""
+
+    class Meta:
+        model = Agent
+        exclude = ("secret_encrypted",)
+
+    def clean(self) -> dict[str, Any]:
+        """Run ``services.agent_endpoint_check`` on the endpoint (as registration does)."""
+        cleaned = super().clean() or {}
+        url = cleaned.get("endpoint_url")
+        if url:
+            try:
+                agent_endpoint_check(
+                    endpoint_url=url, reference=bool(cleaned.get("reference_kind"))
+                )
+            except ServiceError as exc:
+                self.add_error("endpoint_url", str(exc))
+        return cleaned
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     """Agents; the encrypted secret is not editable here."""
 
+    form = AgentAdminForm
     list_display = ("name", "team", "protocol", "endpoint_url", "reference_kind", "is_active")
     list_filter = ("protocol", "is_active")
-    exclude = ("secret_encrypted",)
 
 
 @admin.register(Round)
@@ -45,7 +74,7 @@ class RoundAdmin(admin.ModelAdmin):
                     queries_per_app=template.queries_per_app,
                     created_by=request.user,
                 )
-            except SubmissionError as exc:
+            except ServiceError as exc:
                 self.message_user(request, str(exc), messages.ERROR)
                 return
             self.message_user(request, f"started {new}")
@@ -60,14 +89,14 @@ class SubmissionAdmin(admin.ModelAdmin):
     exclude = ("seed",)
 
 
-@admin.register(Episode)
-class EpisodeAdmin(admin.ModelAdmin):
-    """Episodes with their verdicts."""
+@admin.register(EpisodeRecord)
+class EpisodeRecordAdmin(admin.ModelAdmin):
+    """Episode records with their verdicts."""
 
     list_display = (
         "pk",
         "submission",
-        "app",
+        "app_id",
         "level",
         "label",
         "status",
@@ -75,4 +104,4 @@ class EpisodeAdmin(admin.ModelAdmin):
         "safe",
         "failure",
     )
-    list_filter = ("app", "level", "status")
+    list_filter = ("app_id", "level", "status")

@@ -8,12 +8,10 @@ teams they belong to; rounds are started by admins only (DESIGN.md §8). Errors 
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
-from django.shortcuts import get_object_or_404
-from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -21,15 +19,18 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluator.agents import PROTOCOLS
-from evaluator.agents.guard import OutboundGuard, RefusedAddressError, ResolveError
 from evaluator.registry import app_ids
-from leaderboard.selectors import submission_episode_rows
-from submissions.models import Agent, Submission, Team
-from submissions.services import SubmissionError, agent_create, submission_create
+from submissions import selectors, services
+from submissions.errors import NotTeamMemberError, NotYourAgentError, ServiceError
 
 
 def _error(detail: str, code: str, http_status: int) -> Response:
     return Response({"detail": detail, "code": code}, status=http_status)
+
+
+def _service_error(exc: ServiceError) -> Response:
+    """Map a typed service error to ``{"detail", "code"}`` with the error's HTTP status."""
+    return _error(str(exc), exc.code, exc.http_status)
 
 
 class AgentCreateSerializer(serializers.Serializer[dict[str, Any]]):
@@ -48,30 +49,30 @@ class AgentCreateApi(APIView):
 
     permission_classes = [IsAuthenticated]
 
+    @extend_schema(
+        request=AgentCreateSerializer,
+        responses={201: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 403: OpenApiTypes.OBJECT},
+    )
     def post(self, request: Request) -> Response:
         """201 with the agent's id; 400 for bad input or an endpoint the guard refuses."""
         serializer = AgentCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        team = Team.objects.filter(name=data["team"], members=request.user.pk).first()
-        if team is None:
-            return _error("you are not a member of this team", "not_team_member", 403)
         try:
-            OutboundGuard(settings.NETARENA["AGENT_ALLOWED_NETWORKS"]).check_url(
-                data["endpoint_url"]
+            team = selectors.team_get_for_member(name=data["team"], user=request.user)
+            if team is None:
+                raise NotTeamMemberError("you are not a member of this team")
+            agent = services.agent_create(
+                team=team,
+                name=data["name"],
+                endpoint_url=data["endpoint_url"],
+                protocol=data["protocol"],
+                model_name=data["model_name"],
+                api_key=data["api_key"],
+                actor=request.user,
             )
-        except (RefusedAddressError, ResolveError, ValueError) as exc:
-            return _error(f"endpoint refused: {exc}", "endpoint_refused", 400)
-        if Agent.objects.filter(team=team, name=data["name"]).exists():
-            return _error("this team already has an agent of that name", "duplicate_agent", 400)
-        agent = agent_create(
-            team=team,
-            name=data["name"],
-            endpoint_url=data["endpoint_url"],
-            protocol=data["protocol"],
-            model_name=data["model_name"],
-            api_key=data["api_key"],
-        )
+        except ServiceError as exc:
+            return _service_error(exc)
         return Response({"id": agent.pk, "name": agent.name, "team": team.name}, status=201)
 
 
@@ -86,44 +87,46 @@ class SubmissionCreateSerializer(serializers.Serializer[dict[str, Any]]):
 class SubmissionCreateApi(APIView):
     """``POST /api/v1/submissions/``: evaluate one of the caller's agents on fresh queries.
 
-    Quotas: one open submission per agent, and ``SUBMISSIONS_PER_TEAM_PER_DAY`` per team.
+    Quotas (enforced by ``services.submission_create``): one open submission per agent, and
+    ``SUBMISSIONS_PER_TEAM_PER_DAY`` per team.
     """
 
     permission_classes = [IsAuthenticated]
 
+    @extend_schema(
+        request=SubmissionCreateSerializer,
+        responses={202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 403: OpenApiTypes.OBJECT},
+    )
     def post(self, request: Request) -> Response:
         """202 with the submission's id; 403 for a foreign agent; 429 over quota."""
         serializer = SubmissionCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        agent = Agent.objects.filter(pk=data["agent"], team__members=request.user.pk).first()
-        if agent is None:
-            return _error("no such agent among your teams", "not_your_agent", 403)
-        open_statuses = [Submission.Status.QUEUED, Submission.Status.RUNNING]
-        if Submission.objects.filter(agent=agent, status__in=open_statuses).exists():
-            return _error("this agent already has a submission in progress", "in_progress", 429)
-        since = timezone.now() - timedelta(days=1)
-        used = Submission.objects.filter(
-            agent__team=agent.team, round__isnull=True, created_at__gte=since
-        ).count()
-        if used >= settings.NETARENA["SUBMISSIONS_PER_TEAM_PER_DAY"]:
-            return _error("daily submission quota of your team is used up", "quota", 429)
         try:
-            submission = submission_create(
-                agent=agent, apps=data["apps"], queries_per_app=data["queries_per_app"]
+            agent = selectors.agent_get(agent_id=data["agent"])
+            if agent is None:
+                raise NotYourAgentError("no such agent among your teams")
+            submission = services.submission_create(
+                agent=agent,
+                apps=data["apps"],
+                queries_per_app=data["queries_per_app"],
+                actor=request.user,
             )
-        except SubmissionError as exc:
-            return _error(str(exc), "invalid", 400)
+        except ServiceError as exc:
+            return _service_error(exc)
         return Response({"id": submission.pk, "status": submission.status}, status=202)
 
 
 class SubmissionDetailApi(APIView):
     """``GET /api/v1/submissions/<id>/``: status and per-episode verdicts (public)."""
 
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT})
     def get(self, request: Request, submission_id: int) -> Response:
         """The submission with its episodes' verdicts; never the hidden ground truth."""
-        submission = get_object_or_404(Submission.objects.select_related("agent"), pk=submission_id)
-        episodes = submission_episode_rows(submission=submission)
+        submission = selectors.submission_get(submission_id=submission_id)
+        if submission is None:
+            return _error("no such submission", "not_found", 404)
+        episodes = selectors.submission_episode_rows(submission=submission)
         return Response(
             {
                 "id": submission.pk,

@@ -1,8 +1,9 @@
 """Teams, agents, rounds, submissions and their episodes.
 
 A **submission** is one evaluation of one agent: fresh queries for each requested app, one
-**episode** row per query. A **round** is an admin-started re-evaluation of every active agent
-with one shared seed, so that agents in a round are scored on the same queries.
+**episode record** (``EpisodeRecord``) per query. A **round** is an admin-started
+re-evaluation of every active agent with one shared seed, so that agents in a round are scored
+on the same queries.
 """
 
 from __future__ import annotations
@@ -104,10 +105,13 @@ class Submission(models.Model):
         return f"submission {self.pk} of {self.agent}"
 
 
-class Episode(models.Model):
-    """One query of a submission and, once run, its verdict and transcript.
+class EpisodeRecord(models.Model):
+    """The stored row of one query of a submission and, once run, its verdict and transcript.
 
+    Named ``EpisodeRecord`` so that it is never confused with the engine's ``Episode`` (the live
+    emulator run of one query, ``evaluator.app.Episode``): this is what the site keeps of it.
     ``query`` holds ``Query.to_dict()`` including the hidden ground truth: never render it.
+    ``label`` is the query's labels joined with "+" (``Query.label``), e.g. ``"remove+count"``.
     """
 
     class Status(models.TextChoices):
@@ -117,7 +121,7 @@ class Episode(models.Model):
         ERROR = "error"  # the evaluator could not run it; excluded from statistics
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="episodes")
-    app = models.CharField(max_length=20)
+    app_id = models.CharField(max_length=20)
     app_version = models.PositiveIntegerField(default=1)
     index = models.PositiveIntegerField()
     query_id = models.CharField(max_length=64)
@@ -139,11 +143,11 @@ class Episode(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["submission", "app", "index"]
+        ordering = ["submission", "app_id", "index"]
         constraints = [
-            models.UniqueConstraint(fields=["submission", "app", "index"], name="unique_episode")
+            models.UniqueConstraint(fields=["submission", "app_id", "index"], name="unique_episode")
         ]
         indexes = [models.Index(fields=["submission", "status"])]
 
     def __str__(self) -> str:
-        return f"{self.app} #{self.index} of submission {self.submission_id}"
+        return f"{self.app_id} #{self.index} of submission {self.submission_id}"

@@ -1,20 +1,24 @@
-"""Celery tasks: thin wrappers over services, taking ids only (house style §4.4)."""
+"""Celery tasks: thin wrappers over services, taking ids only (house style §4.4).
+
+This module imports the services; the services send these tasks by name
+(``services.SUBMISSION_PREPARE_TASK``, ``services.EPISODE_EXECUTE_TASK``) and never import it.
+"""
 
 from __future__ import annotations
 
 from celery import shared_task
 
+from submissions import services
 
-@shared_task(name="submissions.submission_prepare", acks_late=True)
+
+@shared_task(name=services.SUBMISSION_PREPARE_TASK, acks_late=True)
 def submission_prepare(submission_id: int) -> None:
     """Generate a submission's queries and enqueue its episodes (queue ``control``)."""
-    from submissions.services import submission_prepare as prepare
-
-    prepare(submission_id=submission_id)
+    services.submission_prepare(submission_id=submission_id)
 
 
 @shared_task(
-    name="submissions.episode_execute",
+    name=services.EPISODE_EXECUTE_TASK,
     acks_late=True,
     reject_on_worker_lost=True,
     soft_time_limit=1800,
@@ -22,6 +26,4 @@ def submission_prepare(submission_id: int) -> None:
 )
 def episode_execute(episode_id: int) -> None:
     """Run one episode (queue = its app id: ``malt``, ``route``, ``k8s``)."""
-    from submissions.services import episode_execute as execute
-
-    execute(episode_id=episode_id)
+    services.episode_execute(episode_id=episode_id)

@@ -6,7 +6,7 @@ import pytest
 
 from evaluator.testing import GuessApp, registered_app
 from submissions import services
-from submissions.models import Episode, Team
+from submissions.models import EpisodeRecord, Team
 from tests.submissions.test_services import OracleClient, run_everything
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +24,7 @@ def _finished(monkeypatch, django_capture_on_commit_callbacks):
     agent = services.agent_create(
         team=team,
         name="seven",
-        endpoint_url="https://a.example",
+        endpoint_url="https://93.184.215.14/a",
         protocol="http-json",
         api_key="sk-hidden-key",
     )
@@ -44,16 +44,16 @@ def test_leaderboard_page_lists_agent_with_interval(client, finished):
 
 
 def test_api_returns_intervals_and_rejects_unknown_app(client, finished):
-    data = client.get("/api/v1/leaderboard/?app=guess").json()
+    data = client.get("/api/v1/leaderboard/?app_id=guess").json()
     row = data["apps"]["guess"][0]
     assert row["agent"] == "seven" and row["n"] == 20 and row["rank"] == 1
     low, value, high = (row["correctness"][k] for k in ("low", "value", "high"))
     assert 0.0 <= low <= value <= high <= 1.0
-    assert client.get("/api/v1/leaderboard/?app=nope").status_code == 400
+    assert client.get("/api/v1/leaderboard/?app_id=nope").status_code == 400
 
 
 def test_submission_page_shows_verdicts_not_ground_truth(client, finished):
-    episodes = Episode.objects.filter(submission=finished)
+    episodes = EpisodeRecord.objects.filter(submission=finished)
     page = client.get(f"/submissions/{finished.pk}/").content.decode()
     assert page.count("<tr>") == 1 + episodes.count()
     assert "wrong_answer" in page or all(e.correct for e in episodes)

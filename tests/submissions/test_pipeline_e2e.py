@@ -16,9 +16,9 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from leaderboard.selectors import standings
-from submissions.models import Episode, Submission
+from submissions.models import EpisodeRecord, Submission
 from submissions.reference_agents import register_reference_agent, serve_reference_agent
+from submissions.selectors import standings
 from submissions.services import round_create
 from tests.conftest import require, require_tool
 
@@ -147,7 +147,7 @@ def test_round_through_celery_redis_and_http_agents(worker, tmp_path, live_serve
             )
             time.sleep(0.5)
         assert set(subs.values_list("status", flat=True)) == {"finished"}
-        episodes = Episode.objects.filter(submission__round=evaluation_round)
+        episodes = EpisodeRecord.objects.filter(submission__round=evaluation_round)
         assert episodes.count() == 16
         assert not episodes.exclude(status="done").exists()
         rows = {r.agent.name: r for r in standings(app_id="malt")}

@@ -11,10 +11,11 @@ import pytest
 from evaluator.agents.base import AgentError
 from evaluator.testing import GuessApp, ScriptedClient, registered_app
 from evaluator.types import JSON
-from leaderboard.selectors import standings
 from submissions import services
 from submissions.crypto import decrypt_secret
-from submissions.models import Agent, Episode, Submission, Team
+from submissions.errors import InvalidInputError
+from submissions.models import Agent, EpisodeRecord, Submission, Team
+from submissions.selectors import standings
 
 pytestmark = pytest.mark.django_db
 
@@ -47,7 +48,7 @@ def team():
 def run_everything(django_capture_on_commit_callbacks, submission):
     with django_capture_on_commit_callbacks(execute=False):
         services.submission_prepare(submission_id=submission.pk)
-    for episode in Episode.objects.filter(submission=submission):
+    for episode in EpisodeRecord.objects.filter(submission=submission):
         services.episode_execute(episode_id=episode.pk)
     submission.refresh_from_db()
 
@@ -56,7 +57,7 @@ def test_agent_secret_is_encrypted_at_rest(team):
     agent = services.agent_create(
         team=team,
         name="a",
-        endpoint_url="https://agent.example/v1",
+        endpoint_url="https://93.184.215.14/v1",
         protocol="openai-chat",
         api_key="sk-very-secret",
     )
@@ -70,10 +71,10 @@ def test_submission_lifecycle_and_standings(
 ):
     monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient(agent.name))
     seven = services.agent_create(
-        team=team, name="seven", endpoint_url="https://a.example", protocol="http-json"
+        team=team, name="seven", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
     null = services.agent_create(
-        team=team, name="null", endpoint_url="https://b.example", protocol="http-json"
+        team=team, name="null", endpoint_url="https://93.184.215.14/b", protocol="http-json"
     )
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         round_ = services.round_create(apps=["guess"], queries_per_app=30)
@@ -83,12 +84,12 @@ def test_submission_lifecycle_and_standings(
     for submission in subs:
         run_everything(django_capture_on_commit_callbacks, submission)
         assert submission.status == Submission.Status.FINISHED
-        assert submission.episodes.filter(status=Episode.Status.DONE).count() == 30
+        assert submission.episodes.filter(status=EpisodeRecord.Status.DONE).count() == 30
     rows = standings(app_id="guess")
     by_name = {r.agent.name: r for r in rows}
     expected_sevens = sum(
         1
-        for e in Episode.objects.filter(submission__agent=seven)
+        for e in EpisodeRecord.objects.filter(submission__agent=seven)
         if e.query["ground_truth"]["number"] == 7
     )
     assert by_name["seven"].correctness.value == pytest.approx(expected_sevens / 30)
@@ -101,7 +102,7 @@ def test_dead_agent_fails_episodes_but_closes_submission(
 ):
     monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient("dead"))
     agent = services.agent_create(
-        team=team, name="dead", endpoint_url="https://a.example", protocol="http-json"
+        team=team, name="dead", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
     with django_capture_on_commit_callbacks(execute=False):
         submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=3)
@@ -116,13 +117,13 @@ def test_evaluator_crash_closes_episode_as_error(
 ):
     monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient("crash"))
     agent = services.agent_create(
-        team=team, name="x", endpoint_url="https://a.example", protocol="http-json"
+        team=team, name="x", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
     with django_capture_on_commit_callbacks(execute=False):
         submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=2)
     run_everything(django_capture_on_commit_callbacks, submission)
     assert submission.status == Submission.Status.FINISHED
-    assert set(submission.episodes.values_list("status", flat=True)) == {Episode.Status.ERROR}
+    assert set(submission.episodes.values_list("status", flat=True)) == {EpisodeRecord.Status.ERROR}
     assert standings(app_id="guess") == []  # errors are excluded from every figure
 
 
@@ -131,7 +132,7 @@ def test_episode_execution_is_idempotent(
 ):
     monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient("seven"))
     agent = services.agent_create(
-        team=team, name="seven", endpoint_url="https://a.example", protocol="http-json"
+        team=team, name="seven", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
     with django_capture_on_commit_callbacks(execute=False):
         submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=1)
@@ -147,33 +148,33 @@ def test_interrupted_episode_gives_up_after_max_attempts(
     team, toy_app, django_capture_on_commit_callbacks
 ):
     agent = services.agent_create(
-        team=team, name="a", endpoint_url="https://a.example", protocol="http-json"
+        team=team, name="a", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
     with django_capture_on_commit_callbacks(execute=False):
         submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=1)
         services.submission_prepare(submission_id=submission.pk)
     episode = submission.episodes.get()
-    Episode.objects.filter(pk=episode.pk).update(
+    EpisodeRecord.objects.filter(pk=episode.pk).update(
         status="running", attempts=services.EPISODE_MAX_ATTEMPTS
     )
     services.episode_execute(episode_id=episode.pk)
     episode.refresh_from_db()
     submission.refresh_from_db()
-    assert episode.status == Episode.Status.ERROR and "interrupted" in episode.failure
+    assert episode.status == EpisodeRecord.Status.ERROR and "interrupted" in episode.failure
     assert submission.status == Submission.Status.FINISHED
 
 
 def test_bad_requests_are_refused_with_a_message(team):
     agent = services.agent_create(
-        team=team, name="a", endpoint_url="https://a.example", protocol="http-json"
+        team=team, name="a", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
-    with pytest.raises(services.SubmissionError, match="unknown"):
+    with pytest.raises(InvalidInputError, match="unknown"):
         services.submission_create(agent=agent, apps=["nope"], queries_per_app=3)
-    with pytest.raises(services.SubmissionError, match="between"):
+    with pytest.raises(InvalidInputError, match="between"):
         services.submission_create(agent=agent, apps=["malt"], queries_per_app=0)
-    with pytest.raises(services.SubmissionError, match="protocol"):
+    with pytest.raises(InvalidInputError, match="protocol"):
         services.agent_create(
-            team=team, name="b", endpoint_url="https://a.example", protocol="smtp"
+            team=team, name="b", endpoint_url="https://93.184.215.14/a", protocol="smtp"
         )
     assert Submission.objects.count() == 0
 
@@ -182,7 +183,7 @@ def test_generation_failure_fails_the_submission(
     team, monkeypatch, django_capture_on_commit_callbacks
 ):
     agent = services.agent_create(
-        team=team, name="a", endpoint_url="https://a.example", protocol="http-json"
+        team=team, name="a", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
     submission = Submission.objects.create(agent=agent, seed=1, apps=["broken"], queries_per_app=1)
     with registered_app({"broken": "tests.engine.no_such_module:App"}):

@@ -9,13 +9,13 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from leaderboard.selectors import standings
-from submissions.models import Episode, Submission
+from submissions.models import EpisodeRecord, Submission
 from submissions.reference_agents import (
     reference_agent_specs,
     register_reference_agent,
     serve_reference_agent,
 )
+from submissions.selectors import standings
 from submissions.services import round_create
 
 
@@ -71,11 +71,11 @@ class Command(BaseCommand):
                     f"{evaluation_round} did not finish within {options['timeout_s']} s"
                 )
             done = (
-                Episode.objects.filter(submission__round=evaluation_round)
+                EpisodeRecord.objects.filter(submission__round=evaluation_round)
                 .exclude(status__in=["pending", "running"])
                 .count()
             )
-            total = Episode.objects.filter(submission__round=evaluation_round).count()
+            total = EpisodeRecord.objects.filter(submission__round=evaluation_round).count()
             if done != last_done:
                 self.stdout.write(f"  {done}/{total} episodes done")
                 last_done = done

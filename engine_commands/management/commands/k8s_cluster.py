@@ -34,7 +34,9 @@ class Command(BaseCommand):
 
         try:
             rc = cluster_action(
-                options["action"], self.stdout, as_json=options["json"],
+                options["action"],
+                self.stdout,
+                as_json=options["json"],
                 timeout_s=options["timeout"],
             )
         except (ClusterError, MissingBinaryError, TimeoutError) as exc:

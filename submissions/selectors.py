@@ -1,4 +1,9 @@
-"""Read-side queries of the leaderboard: per-app standings with intervals and tie ranks.
+"""Reads of teams, agents, submissions and episode records (HackSoft selectors).
+
+Everything the site shows is read through here: the per-app standings with intervals and tie
+ranks (the leaderboard app renders them), a submission's public episode rows, and the look-ups
+the APIs need. ``leaderboard`` imports this module; nothing in ``submissions`` imports
+``leaderboard``.
 
 An agent's standing in an app comes from its most recent finished submission that covered the
 app (so a new round replaces older numbers). Episodes the evaluator could not run (status
@@ -10,10 +15,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from evaluator.registry import app_ids
 from evaluator.stats import Interval, mean_interval, tie_ranks, wilson_interval
-from submissions.models import Agent, Episode, Submission
+from submissions.models import Agent, EpisodeRecord, Submission, Team
 
 
 @dataclass
@@ -61,8 +67,8 @@ def standings(*, app_id: str) -> list[Standing]:
     verdicts: dict[int, list[tuple[int, str, bool, bool, float | None, int | None]]] = {
         pk: [] for pk in chosen
     }
-    rows_iter = Episode.objects.filter(
-        submission_id__in=list(chosen), app=app_id, status=Episode.Status.DONE
+    rows_iter = EpisodeRecord.objects.filter(
+        submission_id__in=list(chosen), app_id=app_id, status=EpisodeRecord.Status.DONE
     ).values_list("submission_id", "level", "label", "correct", "safe", "latency_s", "steps")
     for submission_id, level, label, correct, safe, latency_s, steps in rows_iter:
         verdicts[submission_id].append((level, label, bool(correct), bool(safe), latency_s, steps))
@@ -99,7 +105,7 @@ def standings(*, app_id: str) -> list[Standing]:
 #: Episode columns that are public (everything but the query with its hidden ground truth and
 #: the transcript).
 PUBLIC_EPISODE_FIELDS = (
-    "app",
+    "app_id",
     "index",
     "query_id",
     "level",
@@ -121,3 +127,20 @@ def submission_episode_rows(*, submission: Submission) -> list[dict[str, object]
 def all_standings() -> dict[str, list[Standing]]:
     """Standings of every registered app (apps without results map to an empty list)."""
     return {app_id: standings(app_id=app_id) for app_id in app_ids()}
+
+
+def team_get_for_member(*, name: str, user: Any) -> Team | None:
+    """The team called ``name`` if ``user`` is one of its members, else None."""
+    return Team.objects.filter(name=name, members=user.pk).first()
+
+
+def agent_get(*, agent_id: int) -> Agent | None:
+    """The agent with this id (with its team), or None."""
+    return Agent.objects.select_related("team").filter(pk=agent_id).first()
+
+
+def submission_get(*, submission_id: int) -> Submission | None:
+    """The submission with this id (with its agent and round), or None."""
+    return (
+        Submission.objects.select_related("agent__team", "round").filter(pk=submission_id).first()
+    )

@@ -21,8 +21,9 @@ class Command(BaseCommand):
         parser.add_argument("--namespace", "-n", required=True)
         parser.add_argument("--json", action="store_true", help="print JSON")
         parser.add_argument("--probe-timeout", type=float, default=0.5, help="seconds per probe")
-        parser.add_argument("--wait", type=float, default=60.0,
-                            help="seconds to wait for the dataplane to converge")
+        parser.add_argument(
+            "--wait", type=float, default=60.0, help="seconds to wait for the dataplane to converge"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Measure and print; a dataplane that does not converge is a ``CommandError``."""
@@ -30,8 +31,11 @@ class Command(BaseCommand):
 
         try:
             connectivity_action(
-                options["namespace"], self.stdout, as_json=options["json"],
-                timeout_s=options["probe_timeout"], wait_s=options["wait"],
+                options["namespace"],
+                self.stdout,
+                as_json=options["json"],
+                timeout_s=options["probe_timeout"],
+                wait_s=options["wait"],
             )
         except TimeoutError as exc:
             raise CommandError(str(exc)) from exc

@@ -1,0 +1,1 @@
+"""User accounts: sign up, log in, log out, password reset (Django's auth views), a team page."""

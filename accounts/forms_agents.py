@@ -1,0 +1,62 @@
+"""Forms for registering an agent and submitting it, in the browser.
+
+The forms only shape input; every rule (team membership, the outbound guard, agent limits,
+one open submission per agent, the daily quota) is enforced by ``submissions.services``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from evaluator.registry import app_ids
+from submissions.models import Agent, Team
+
+#: Queries per app offered by default on the submit form (the API's default, submissions/apis.py).
+DEFAULT_QUERIES_PER_APP = 30
+
+
+def _app_choices() -> list[tuple[str, str]]:
+    return [(app_id, app_id) for app_id in app_ids()]
+
+
+class AgentForm(forms.Form):
+    """Name, endpoint URL, protocol, model, optional API key, apps; ``team`` among the user's."""
+
+    team = forms.ModelChoiceField(queryset=Team.objects.none())
+    name = forms.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", max_length=100)
+    endpoint_url = forms.URLField(max_length=500, label="Endpoint URL", assume_scheme="https")
+    protocol = forms.ChoiceField(choices=Agent.Protocol.choices)
+    model_name = forms.CharField(max_length=200, required=False)
+    api_key = forms.CharField(
+        max_length=4096, required=False, widget=forms.PasswordInput, label="API key",
+        help_text="Stored encrypted; never shown again.",
+    )
+    apps = forms.MultipleChoiceField(
+        choices=_app_choices, required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="None ticked: every app.",
+    )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = user.teams.order_by("name")  # type: ignore[attr-defined]
+
+
+class SubmitForm(forms.Form):
+    """An agent of the user's teams, the apps (all by default) and queries per app."""
+
+    agent = forms.ModelChoiceField(queryset=Agent.objects.none())
+    apps = forms.MultipleChoiceField(choices=_app_choices, widget=forms.CheckboxSelectMultiple)
+    queries_per_app = forms.IntegerField(
+        min_value=1, max_value=200, initial=DEFAULT_QUERIES_PER_APP
+    )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("initial", {}).setdefault("apps", app_ids())
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].queryset = (  # type: ignore[attr-defined]
+            Agent.objects.filter(team__members=user, is_active=True)
+            .select_related("team")
+            .order_by("team__name", "name")
+        )

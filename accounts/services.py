@@ -1,0 +1,120 @@
+"""Team services: create a team, invite by link, join, remove members.
+
+Every rule lives here so that pages and the API obey the same ones. Rule violations raise
+:class:`TeamError` subclasses (never a bare ``PermissionDenied``) whose message is fit for users.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.models import TeamInvitation, TeamOwnership
+from submissions.models import Team
+
+#: Random bytes in an invitation token (``secrets.token_urlsafe``): 256 bits.
+TOKEN_BYTES = 32
+
+
+class TeamError(Exception):
+    """A team rule was broken; ``str(error)`` is shown to the user."""
+
+
+class TeamNameTakenError(TeamError):
+    """Another team already has this name."""
+
+
+class NotTeamOwnerError(TeamError):
+    """The acting user does not own the team."""
+
+
+class InvitationInvalidError(TeamError):
+    """The invitation link is unknown or expired."""
+
+
+class LastOwnerError(TeamError):
+    """The team's only owner cannot be removed."""
+
+
+def is_owner(team: Team, user: User) -> bool:
+    """True when ``user`` owns ``team``."""
+    return TeamOwnership.objects.filter(team=team, user_id=user.pk).exists()
+
+
+def team_create(*, user: User, name: str) -> Team:
+    """Create team ``name`` with ``user`` as member and owner.
+
+    Raises :class:`TeamNameTakenError` when the name (case-insensitive) is in use.
+    """
+    name = name.strip()
+    if not name:
+        raise TeamError("A team needs a name.")
+    try:
+        with transaction.atomic():
+            if Team.objects.filter(name__iexact=name).exists():
+                raise TeamNameTakenError(f"A team named {name!r} already exists.")
+            team = Team.objects.create(name=name)
+            team.members.add(user)
+            TeamOwnership.objects.create(team=team, user=user)
+    except IntegrityError:
+        raise TeamNameTakenError(f"A team named {name!r} already exists.") from None
+    return team
+
+
+def invitation_renew(*, team: Team, by: User) -> TeamInvitation:
+    """Issue a fresh invitation link for ``team``; the previous link stops working.
+
+    Raises :class:`NotTeamOwnerError` unless ``by`` owns the team.
+    """
+    if not is_owner(team, by):
+        raise NotTeamOwnerError("Only a team owner can invite members.")
+    invitation, _ = TeamInvitation.objects.update_or_create(
+        team=team,
+        defaults={
+            "token": secrets.token_urlsafe(TOKEN_BYTES),
+            "created_by": by,
+            "created_at": timezone.now(),
+        },
+    )
+    return invitation
+
+
+def invitation_get(token: str) -> TeamInvitation:
+    """The valid invitation with ``token``; raises :class:`InvitationInvalidError` otherwise."""
+    invitation = TeamInvitation.objects.select_related("team").filter(token=token).first()
+    if invitation is None or not invitation.is_valid:
+        raise InvitationInvalidError("This invitation link is unknown or has expired.")
+    return invitation
+
+
+def team_join(*, user: User, token: str) -> Team:
+    """Add ``user`` to the team of invitation ``token`` (joining twice is a no-op).
+
+    Raises :class:`InvitationInvalidError` for an unknown or expired token.
+    """
+    team = invitation_get(token).team
+    team.members.add(user)
+    return team
+
+
+def member_remove(*, team: Team, by: User, member: User) -> None:
+    """Remove ``member`` (and their ownership) from ``team``.
+
+    Raises :class:`NotTeamOwnerError` unless ``by`` owns the team, :class:`LastOwnerError`
+    when ``member`` is the team's only owner (a team always keeps one).
+    """
+    with transaction.atomic():
+        owners = list(
+            TeamOwnership.objects.select_for_update().filter(team=team).values_list(
+                "user_id", flat=True
+            )
+        )
+        if by.pk not in owners:
+            raise NotTeamOwnerError("Only a team owner can remove members.")
+        if owners == [member.pk]:
+            raise LastOwnerError("The team's only owner cannot be removed.")
+        TeamOwnership.objects.filter(team=team, user_id=member.pk).delete()
+        team.members.remove(member)

@@ -1,0 +1,24 @@
+"""Account URLs: Django's auth views (login, logout, password reset) plus sign-up and team."""
+
+from django.urls import include, path
+
+from accounts import views
+
+app_name = "accounts"
+urlpatterns = [
+    path("signup/", views.signup_page, name="signup"),
+    path("team/", views.team_page, name="team"),
+    path("teams/new/", views.team_create_view, name="team-create"),
+    path("teams/<int:team_id>/invitation/", views.invitation_renew_view, name="invite"),
+    path(
+        "teams/<int:team_id>/members/<int:user_id>/remove/",
+        views.member_remove_view,
+        name="member-remove",
+    ),
+    path("join/<str:token>/", views.join_page, name="join"),
+    path("agents/new/", views.agent_new_page, name="agent-new"),
+    path("submit/", views.submit_page, name="submit"),
+]
+
+# Django's auth views keep their own (un-namespaced) names: login, logout, password_reset, ...
+auth_urlpatterns = [path("accounts/", include("django.contrib.auth.urls"))]

@@ -1,0 +1,157 @@
+"""Account pages: sign up (then logged in) and the signed-in user's teams.
+
+Log in, log out and the password-reset flow are Django's own views (``django.contrib.auth.urls``)
+with this project's templates under ``templates/registration/``.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model, login
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_http_methods, require_POST
+
+from accounts import services
+from accounts.forms import SignUpForm
+from accounts.forms_agents import AgentForm, SubmitForm
+from accounts.models import TeamOwnership
+from submissions import services as submission_services
+from submissions.errors import ServiceError
+from submissions.models import Team
+
+
+@require_http_methods(["GET", "POST"])
+def signup_page(request: HttpRequest) -> HttpResponse:
+    """GET: the sign-up form. POST: create the user, log them in, go to ``next`` (a same-site
+    path, e.g. an invitation link) or else their team page."""
+    next_url = request.POST.get("next") or request.GET.get("next") or ""
+    if not url_has_allowed_host_and_scheme(
+        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        next_url = ""
+    if request.user.is_authenticated:
+        return redirect(next_url or "accounts:team")
+    form = SignUpForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect(next_url or "accounts:team")
+    return render(request, "accounts/signup.html", {"form": form, "next": next_url})
+
+
+@login_required
+def team_page(request: HttpRequest) -> HttpResponse:
+    """The user's teams (members, agents; for owners the invitation link) and a create form."""
+    teams = list(request.user.teams.prefetch_related("members", "agents").order_by("name"))  # type: ignore[union-attr]
+    owned = set(
+        TeamOwnership.objects.filter(user_id=int(request.user.pk or 0)).values_list(
+            "team_id", flat=True
+        )
+    )
+    rows = []
+    for team in teams:
+        invitation = getattr(team, "invitation", None) if team.pk in owned else None
+        link = None
+        if invitation is not None and invitation.is_valid:
+            link = request.build_absolute_uri(reverse("accounts:join", args=[invitation.token]))
+        rows.append({"team": team, "is_owner": team.pk in owned, "invite_link": link,
+                     "invitation": invitation})
+    return render(request, "accounts/team.html", {"rows": rows})
+
+
+@login_required
+@require_POST
+def team_create_view(request: HttpRequest) -> HttpResponse:
+    """Create a team owned by the user."""
+    try:
+        team = services.team_create(user=request.user, name=request.POST.get("name", ""))  # type: ignore[arg-type]
+    except services.TeamError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Team {team.name} created.")
+    return redirect("accounts:team")
+
+
+@login_required
+@require_POST
+def invitation_renew_view(request: HttpRequest, team_id: int) -> HttpResponse:
+    """Issue a new invitation link (owners only; the old link stops working)."""
+    team = get_object_or_404(Team, pk=team_id)
+    try:
+        services.invitation_renew(team=team, by=request.user)  # type: ignore[arg-type]
+    except services.TeamError as error:
+        messages.error(request, str(error))
+    return redirect("accounts:team")
+
+
+@login_required
+@require_POST
+def member_remove_view(request: HttpRequest, team_id: int, user_id: int) -> HttpResponse:
+    """Remove a member (owners only)."""
+    team = get_object_or_404(Team, pk=team_id)
+    member = get_object_or_404(get_user_model(), pk=user_id)
+    try:
+        services.member_remove(team=team, by=request.user, member=member)  # type: ignore[arg-type]
+    except services.TeamError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"{member.get_username()} removed from {team.name}.")
+    return redirect("accounts:team")
+
+
+@require_http_methods(["GET", "POST"])
+def join_page(request: HttpRequest, token: str) -> HttpResponse:
+    """GET: which team the link invites to (log in first). POST: join it."""
+    try:
+        invitation = services.invitation_get(token)
+    except services.InvitationInvalidError as error:
+        return render(request, "accounts/join.html", {"error": str(error)}, status=404)
+    if request.method == "POST" and request.user.is_authenticated:
+        team = services.team_join(user=request.user, token=token)
+        messages.success(request, f"You joined {team.name}.")
+        return redirect("accounts:team")
+    return render(request, "accounts/join.html", {"team": invitation.team})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def agent_new_page(request: HttpRequest) -> HttpResponse:
+    """Register an agent of one of the user's teams (rules: ``submissions.services``)."""
+    form = AgentForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            agent = submission_services.agent_create(
+                team=data["team"], name=data["name"], endpoint_url=data["endpoint_url"],
+                protocol=data["protocol"], model_name=data["model_name"],
+                api_key=data["api_key"], apps=data["apps"], actor=request.user,
+            )
+        except ServiceError as error:
+            form.add_error(None, str(error))
+        else:
+            messages.success(request, f"Agent {agent.name} registered.")
+            return redirect("accounts:team")
+    return render(request, "accounts/agent_form.html", {"form": form})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def submit_page(request: HttpRequest) -> HttpResponse:
+    """Submit an agent for evaluation; on success go to the submission's page."""
+    form = SubmitForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            submission = submission_services.submission_create(
+                agent=data["agent"], apps=data["apps"],
+                queries_per_app=data["queries_per_app"], actor=request.user,
+            )
+        except ServiceError as error:
+            form.add_error(None, str(error))
+        else:
+            return redirect("leaderboard:submission", submission_id=submission.pk)
+    return render(request, "accounts/submit.html", {"form": form})

@@ -1,0 +1,79 @@
+"""Typed errors of the submission services (HackSoft style: services raise, APIs map).
+
+Every rule of the site (team membership, the outbound guard on agent endpoints, one open
+submission per agent, the team's daily quota, the cap of agents per team) raises one of these,
+whoever calls the service: the REST API, the admin, the round machinery or a management
+command. Each class carries a stable machine-readable ``code`` and the HTTP status an API
+answers with; the message (``str(error)``) is user-facing and never contains internal detail
+(addresses the server resolved, allow-lists): that goes to the log.
+"""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    """Base of every rule a service refuses a request for.
+
+    Attributes:
+        code: stable machine-readable code, returned by the API as ``{"code": ...}``.
+        http_status: the status an API maps the error to.
+    """
+
+    code = "invalid"
+    http_status = 400
+
+
+class InvalidInputError(ServiceError):
+    """Malformed request: unknown app, protocol or reference kind, a count out of range."""
+
+    code = "invalid"
+    http_status = 400
+
+
+class NotTeamMemberError(ServiceError):
+    """The acting user is not a member of the team they act for."""
+
+    code = "not_team_member"
+    http_status = 403
+
+
+class NotYourAgentError(ServiceError):
+    """The agent does not exist or belongs to none of the acting user's teams."""
+
+    code = "not_your_agent"
+    http_status = 403
+
+
+class DuplicateAgentError(ServiceError):
+    """The team already has an agent of that name."""
+
+    code = "duplicate_agent"
+    http_status = 400
+
+
+class EndpointRefusedError(ServiceError):
+    """The outbound guard refuses the agent's endpoint URL (the detail is logged, not shown)."""
+
+    code = "endpoint_refused"
+    http_status = 400
+
+
+class AgentLimitError(ServiceError):
+    """The team already has the maximum number of agents (``AGENTS_PER_TEAM``)."""
+
+    code = "agent_limit"
+    http_status = 400
+
+
+class SubmissionInProgressError(ServiceError):
+    """The agent already has a queued or running submission (one open submission per agent)."""
+
+    code = "in_progress"
+    http_status = 429
+
+
+class QuotaExceededError(ServiceError):
+    """The team's daily quota of submissions (``SUBMISSIONS_PER_TEAM_PER_DAY``) is used up."""
+
+    code = "quota"
+    http_status = 429

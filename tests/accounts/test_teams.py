@@ -1,0 +1,92 @@
+"""Teams: create (creator owns it), invitation link, join, owners remove members."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+from accounts import services
+from accounts.models import INVITATION_TTL, TeamInvitation, TeamOwnership
+from submissions.models import Team
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def owner() -> User:
+    return User.objects.create_user("olga", "olga@example.org", "pw-olga-12345")
+
+
+@pytest.fixture
+def guest() -> User:
+    return User.objects.create_user("gus", "gus@example.org", "pw-gus-12345")
+
+
+def test_create_team_makes_creator_member_and_owner(client: Client, owner: User) -> None:
+    client.force_login(owner)
+    response = client.post(reverse("accounts:team-create"), {"name": "  route-runners "})
+    assert response.status_code == 302
+    team = Team.objects.get(name="route-runners")
+    assert list(team.members.all()) == [owner]
+    assert services.is_owner(team, owner)
+    taken = client.post(reverse("accounts:team-create"), {"name": "ROUTE-RUNNERS"}, follow=True)
+    assert "already exists" in taken.content.decode()
+    assert Team.objects.count() == 1
+
+
+def test_invite_join_and_remove(client: Client, owner: User, guest: User) -> None:
+    team = services.team_create(user=owner, name="k8s-keepers")
+    client.force_login(owner)
+    client.post(reverse("accounts:invite", args=[team.pk]))
+    token = TeamInvitation.objects.get(team=team).token
+    page = client.get(reverse("accounts:team")).content.decode()
+    assert f"http://testserver/accounts/join/{token}/" in page
+
+    guest_client = Client()
+    anonymous = guest_client.get(reverse("accounts:join", args=[token])).content.decode()
+    assert "Join k8s-keepers" in anonymous and "Log in" in anonymous
+    guest_client.force_login(guest)
+    joined = guest_client.post(reverse("accounts:join", args=[token]))
+    assert joined.status_code == 302
+    assert set(team.members.all()) == {owner, guest}
+    assert not services.is_owner(team, guest)
+
+    # A member who does not own the team can neither invite nor remove.
+    guest_client.post(reverse("accounts:member-remove", args=[team.pk, owner.pk]))
+    guest_client.post(reverse("accounts:invite", args=[team.pk]))
+    assert set(team.members.all()) == {owner, guest}
+    assert TeamInvitation.objects.get(team=team).token == token
+
+    client.post(reverse("accounts:member-remove", args=[team.pk, guest.pk]))
+    assert list(team.members.all()) == [owner]
+
+
+def test_new_link_replaces_old_and_links_expire(owner: User, guest: User) -> None:
+    team = services.team_create(user=owner, name="malt-makers")
+    first = services.invitation_renew(team=team, by=owner).token
+    second = services.invitation_renew(team=team, by=owner).token
+    assert first != second
+    with pytest.raises(services.InvitationInvalidError):
+        services.team_join(user=guest, token=first)
+    TeamInvitation.objects.filter(team=team).update(
+        created_at=TeamInvitation.objects.get(team=team).created_at - INVITATION_TTL
+        - timedelta(seconds=1)
+    )
+    with pytest.raises(services.InvitationInvalidError):
+        services.team_join(user=guest, token=second)
+    assert Client().get(reverse("accounts:join", args=[second])).status_code == 404
+
+
+def test_last_owner_stays(owner: User, guest: User) -> None:
+    team = services.team_create(user=owner, name="solo")
+    with pytest.raises(services.LastOwnerError):
+        services.member_remove(team=team, by=owner, member=owner)
+    TeamOwnership.objects.create(team=team, user=guest)
+    team.members.add(guest)
+    services.member_remove(team=team, by=guest, member=owner)
+    assert list(team.members.all()) == [guest]
+    assert not services.is_owner(team, owner)

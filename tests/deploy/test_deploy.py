@@ -1,0 +1,191 @@
+"""Deployment: production settings pass ``check --deploy``; docker-compose.yml validates.
+
+``docker compose config`` (or the stand-alone ``docker-compose``) resolves the file the way the
+engine would; no Docker daemon is needed. Locally a missing compose client skips those tests;
+under ``CI=true`` it fails them.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from cryptography.fernet import Fernet
+
+from tests.conftest import require
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The Celery queues the platform routes work to: "control" (submission preparation) plus one
+#: per benchmark app (DESIGN.md §3); the paper's three apps (NetArena §3, Appendices B-D).
+QUEUES = {"control", "malt", "route", "k8s"}
+PRIVILEGED_QUEUES = {"route", "k8s"}
+
+
+def _production_env(**overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "NETARENA_SECRET"))}
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings_production",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(60),
+        NETARENA_SECRET_ENCRYPTION_KEY=Fernet.generate_key().decode(),
+    )
+    env.update(overrides)
+    return {k: v for k, v in env.items() if v != ""}
+
+
+def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def test_production_settings_pass_check_deploy() -> None:
+    result = _manage("check", "--deploy", "--fail-level", "WARNING", env=_production_env())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"DJANGO_SECRET_KEY": ""}, "DJANGO_SECRET_KEY must be set"),
+        ({"NETARENA_SECRET_ENCRYPTION_KEY": ""}, "NETARENA_SECRET_ENCRYPTION_KEY must be set"),
+        (
+            {"DJANGO_SECRET_KEY": "netarena-local-development-key-not-for-production"},
+            "fresh random value",
+        ),
+    ],
+)
+def test_production_settings_refuse_missing_or_default_keys(
+    overrides: dict[str, str], message: str
+) -> None:
+    result = _manage("check", env=_production_env(**overrides))
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def _compose_command() -> list[str]:
+    docker = shutil.which("docker")
+    if docker and subprocess.run(
+        [docker, "compose", "version"], capture_output=True, check=False
+    ).returncode == 0:
+        return [docker, "compose"]
+    standalone = shutil.which("docker-compose")
+    require(standalone is not None, "neither `docker compose` nor `docker-compose` is installed")
+    assert standalone is not None
+    return [standalone]
+
+
+def _compose_config(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*_compose_command(), "-f", str(ROOT / "docker-compose.yml"), "config"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )
+
+
+def _text(command: str | list[str]) -> str:
+    """A compose ``command`` (string or list, depending on the client) as one string."""
+    return command if isinstance(command, str) else " ".join(command)
+
+
+REQUIRED = {
+    "DJANGO_SECRET_KEY": "k" * 60,
+    "NETARENA_SECRET_ENCRYPTION_KEY": "fernet-key",
+    "POSTGRES_PASSWORD": "pw",
+    "DJANGO_ALLOWED_HOSTS": "leaderboard.example.org",
+}
+
+
+def test_compose_file_validates_with_a_worker_per_queue() -> None:
+    result = _compose_config({"PATH": os.environ["PATH"], **REQUIRED})
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    assert {"web", "beat", "redis", "db"} <= set(services)
+    assert "exec gunicorn config.wsgi:application" in _text(services["web"]["command"])
+    workers: dict[str, dict[str, object]] = {}
+    for service in services.values():
+        words = _text(service.get("command") or "").split()
+        if "worker" in words:
+            queue = words[words.index("-Q") + 1]
+            assert "," not in queue, "one queue per worker"
+            workers[queue] = service
+    assert set(workers) == QUEUES
+    for queue, service in workers.items():
+        assert bool(service.get("privileged")) == (queue in PRIVILEGED_QUEUES), queue
+        assert service["environment"]["DJANGO_SETTINGS_MODULE"] == "config.settings_production"  # type: ignore[index]
+        assert service["environment"]["CELERY_BROKER_URL"] == "redis://redis:6379/0"  # type: ignore[index]
+    assert _text(services["beat"]["command"]).startswith("celery -A config beat")
+
+
+@pytest.mark.parametrize("missing", sorted(REQUIRED))
+def test_compose_refuses_to_render_without_each_secret(missing: str) -> None:
+    env = {"PATH": os.environ["PATH"], **{k: v for k, v in REQUIRED.items() if k != missing}}
+    result = _compose_config(env)
+    assert result.returncode != 0
+    assert missing in result.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_gunicorn_serves_pages_and_hashed_static_files_in_production(tmp_path: Path) -> None:
+    """The production web process: gunicorn + WhiteNoise, HSTS, HTTPS redirect, secure cookies."""
+    gunicorn = shutil.which("gunicorn", path=str(Path(sys.executable).parent))
+    require(gunicorn is not None, "gunicorn is not installed (requirements.txt)")
+    assert gunicorn is not None
+    env = _production_env(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        DJANGO_STATIC_ROOT=str(tmp_path / "static"),
+        DJANGO_ALLOWED_HOSTS="127.0.0.1",
+    )
+    for args in (("migrate", "--noinput"), ("collectstatic", "--noinput")):
+        done = _manage(*args, env=env)
+        assert done.returncode == 0, done.stderr
+    manifest = (tmp_path / "static" / "staticfiles.json").read_text()
+    hashed_css = yaml.safe_load(manifest)["paths"]["css/site.css"]
+    assert hashed_css != "css/site.css"
+
+    port = _free_port()
+    server = subprocess.Popen(
+        [gunicorn, "config.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, timeout=10.0) as client:
+            for _ in range(100):
+                try:
+                    plain = client.get("/")
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.2)
+            else:
+                pytest.fail("gunicorn did not answer within 20 s")
+            assert plain.status_code == 301
+            assert plain.headers["location"].startswith("https://127.0.0.1")
+            https = {"X-Forwarded-Proto": "https"}
+            page = client.get("/accounts/login/", headers=https)
+            assert page.status_code == 200
+            assert page.headers["strict-transport-security"].startswith("max-age=31536000")
+            assert "Secure" in page.headers["set-cookie"]
+            assert f"/static/{hashed_css}" in page.text
+            css = client.get(f"/static/{hashed_css}", headers=https)
+            assert css.status_code == 200 and ".site-nav" in css.text
+            assert "max-age=315360000" in css.headers["cache-control"]  # WhiteNoise: immutable
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
