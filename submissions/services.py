@@ -38,7 +38,7 @@ from evaluator.agents import LOOPBACK_NETWORKS, PROTOCOLS, make_client
 from evaluator.agents.base import AgentClient
 from evaluator.agents.guard import OutboundGuard, RefusedAddressError, ResolveError
 from evaluator.oracle_vault import OracleVault
-from evaluator.registry import app_ids, get_app
+from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import Query
 from submissions.crypto import decrypt_secret, encrypt_secret
@@ -62,8 +62,6 @@ REFERENCE_KINDS = ("oracle", "null", "heuristic", "llm")
 #: services send by name so that nothing here imports the tasks).
 SUBMISSION_PREPARE_TASK = "submissions.submission_prepare"
 EPISODE_EXECUTE_TASK = "submissions.episode_execute"
-#: The queue of control tasks (preparation); episodes go to the queue named after their app.
-CONTROL_QUEUE = "control"
 
 
 def _send_task(name: str, args: tuple[Any, ...], *, queue: str) -> None:

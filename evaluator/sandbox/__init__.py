@@ -34,7 +34,7 @@ are missing or the sandbox cannot start (infrastructure, not the agent's fault; 
 code ran. Every agent behaviour ends as a :class:`SandboxResult`.
 """
 
-from evaluator.sandbox._run import run_function
+from evaluator.sandbox._run import check_host, run_function
 from evaluator.sandbox._types import (
     FAILURES,
     SandboxError,
@@ -51,5 +51,6 @@ __all__ = [
     "SandboxResult",
     "SandboxSetupError",
     "SandboxUnavailableError",
+    "check_host",
     "run_function",
 ]

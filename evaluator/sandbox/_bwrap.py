@@ -35,6 +35,7 @@ class Plan:
     setpriv: str
     python: str
     ro_dirs: tuple[str, ...]
+    unshare: str = "/usr/bin/unshare"
 
 
 @lru_cache(maxsize=1)
@@ -50,6 +51,9 @@ def plan() -> Plan:
         raise SandboxUnavailableError("bubblewrap (bwrap) is not installed (apt: bubblewrap)")
     if setpriv is None:
         raise SandboxUnavailableError("setpriv is not installed (apt: util-linux)")
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        raise SandboxUnavailableError("unshare is not installed (apt: util-linux)")
     if not HARNESS_PATH.is_file():
         raise SandboxUnavailableError(f"sandbox harness missing: {HARNESS_PATH}")
     candidates = {
@@ -62,7 +66,9 @@ def plan() -> Plan:
     ro_dirs = tuple(
         p for p in kept if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in kept)
     )
-    return Plan(bwrap=bwrap, setpriv=setpriv, python=sys.executable, ro_dirs=ro_dirs)
+    return Plan(
+        bwrap=bwrap, setpriv=setpriv, python=sys.executable, ro_dirs=ro_dirs, unshare=unshare
+    )
 
 
 def allocate_uid() -> int:
@@ -82,7 +88,8 @@ def bwrap_command(
     """Build the bwrap + setpriv + python command line (see docs/sandbox.md for each flag)."""
     cmd = [
         plan.bwrap,
-        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+        # No --unshare-ipc: launcher_command made the IPC namespace (with low shm limits).
+        "--unshare-pid", "--unshare-net", "--unshare-uts",
         "--unshare-cgroup-try",
         "--die-with-parent", "--new-session",
         "--clearenv",
@@ -125,3 +132,39 @@ def bwrap_command(
         plan.python, "-s", "-P", "-B", HARNESS_IN_SANDBOX, str(result_fd),
     ]  # fmt: skip
     return cmd
+
+
+#: System V shared-memory limits of the sandbox's IPC namespace (ipc_namespaces(7), proc(5)):
+#: a segment of at most 1 MiB, 1 MiB in all (``shmall`` counts pages), 16 segments, and
+#: segments removed when their last user exits. Shared memory is not covered by RLIMIT_AS
+#: (issue 9 item 5: SysV shm held 1 GiB in a 256 MiB sandbox).
+SHM_LIMITS = {
+    "shmmax": 1024 * 1024,
+    "shmall": (1024 * 1024) // os.sysconf("SC_PAGE_SIZE"),
+    "shmmni": 16,
+    "shm_rmid_forced": 1,
+}
+
+#: Trusted launcher: join the cgroups (``$1`` = how many ``cgroup.procs`` files follow), then
+#: exec the rest. Every later fork inherits the groups.
+_JOIN_SCRIPT = (
+    'n=$1; shift; i=0; while [ "$i" -lt "$n" ]; do echo $$ > "$1" || exit 125; shift; '
+    'i=$((i + 1)); done; exec "$@"'
+)
+
+
+def launcher_command(plan: Plan, procs_files: list[str], bwrap: list[str]) -> list[str]:
+    """Wrap the bwrap command: join the run's cgroups, enter a new IPC namespace with
+    :data:`SHM_LIMITS` written to its ``/proc/sys/kernel`` files, then exec bwrap.
+
+    Runs as root on the host side, before any agent code; a failed step exits non-zero and
+    the sandbox never starts (reported as unavailable).
+    """
+    writes = " && ".join(
+        f"echo {value} > /proc/sys/kernel/{name}" for name, value in SHM_LIMITS.items()
+    )
+    ipc_script = f'{writes} && exec "$@"'
+    return [
+        "/bin/sh", "-c", _JOIN_SCRIPT, "sh", str(len(procs_files)), *procs_files,
+        plan.unshare, "--ipc", "--", "/bin/sh", "-c", ipc_script, "sh", *bwrap,
+    ]  # fmt: skip

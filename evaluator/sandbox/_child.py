@@ -92,10 +92,11 @@ def encode_result(value: Any, call_s: float) -> str:
     """Return the terminal ``result`` message for ``value`` as one JSON line (no newline).
 
     Raises :class:`ResultEncodingError`, ``TypeError`` (bad dict key), ``ValueError``
-    (circular reference, int too large to print) or ``RecursionError`` (nesting).
+    (circular reference, int too large to print, NaN or an infinity: PostgreSQL's JSON refuses
+    them) or ``RecursionError`` (nesting).
     """
     message = {"kind": "result", "value": value, "call_s": call_s}
-    return json.dumps(message, separators=(",", ":"), default=_json_default)
+    return json.dumps(message, separators=(",", ":"), default=_json_default, allow_nan=False)
 
 
 def _apply_limits(limits: dict[str, Any]) -> None:

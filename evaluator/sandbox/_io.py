@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
 import subprocess
 import time
@@ -38,10 +39,44 @@ class Run:
     t_end: float | None = None
     killed_for: str | None = None
     violation: str | None = None
+    #: (failure, error) when the terminal message was well-formed but refused before decoding
+    #: (too many items, too deep, non-finite numbers).
+    refused: tuple[str, str] | None = None
 
     @property
     def output_total(self) -> int:
         return len(self.stdout) + len(self.stderr)
+
+
+#: A JSON string (escapes included); linear-time, no backtracking between its alternatives.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def shape_refusal(line: bytes, max_items: int, max_depth: int) -> tuple[str, str] | None:
+    """Refuse a JSON line whose decoding would cost more than the limits allow.
+
+    Counted on the raw bytes, before ``json.loads`` builds any object (issue 9 item 6: 64 MiB
+    of empty dicts grew the evaluator to 1.7 GB): items = commas + opening brackets outside
+    strings, depth = deepest bracket nesting. Returns ``(failure, error)`` or ``None``.
+    """
+    bare = _JSON_STRING.sub(b'""', line)
+    items = bare.count(b",") + bare.count(b"[") + bare.count(b"{")
+    if items > max_items:
+        return "result_too_large", f"result has about {items} JSON items, limit {max_items}"
+    depth = 0
+    for match in _BRACKET.finditer(bare):
+        if match.group() in (b"[", b"{"):
+            depth += 1
+            if depth > max_depth:
+                return "bad_result", f"result nests deeper than {max_depth} levels"
+        else:
+            depth -= 1
+    return None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name} in the result (not JSON)")
 
 
 def parse_lines(run: Run, now: float) -> None:
@@ -54,8 +89,17 @@ def parse_lines(run: Run, now: float) -> None:
         del run.channel[: newline + 1]
         if run.violation is not None:
             continue
+        if run.t_ready is not None and run.t_done is None:
+            refusal = shape_refusal(
+                line, run.limits.result_max_items, run.limits.result_max_depth + 2
+            )
+            if refusal is not None:  # +2: the message object around the value
+                run.t_done = now
+                run.refused = refusal
+                run.messages.append({"kind": "refused"})
+                continue
         try:
-            message = json.loads(line)
+            message = json.loads(line, parse_constant=_refuse_constant)
         except (ValueError, RecursionError) as exc:
             run.violation = f"result channel carried malformed JSON ({type(exc).__name__})"
             continue

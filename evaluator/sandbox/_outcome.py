@@ -44,6 +44,8 @@ def classify(run: Run, code: int | None, cgroup: Cgroup | None) -> tuple[Any, st
         return None, "output_limit", f"stdout+stderr exceeded {limits.output_bytes} bytes"
     if run.killed_for == "result_too_large":
         return None, "result_too_large", f"result exceeded {limits.result_bytes} bytes"
+    if run.refused is not None:
+        return None, run.refused[0], run.refused[1]
     if run.violation is not None:
         return None, "bad_result", f"protocol violation: {run.violation}"
     if run.killed_for == "exit":

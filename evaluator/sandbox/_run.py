@@ -11,7 +11,12 @@ import time
 from typing import Any
 
 from evaluator.sandbox import _bwrap
-from evaluator.sandbox._cgroup import Cgroup
+from evaluator.sandbox._cgroup import (
+    ALLOW_NO_CGROUP_ENV,
+    Cgroup,
+    CgroupUnavailableError,
+    no_cgroup_allowed,
+)
 from evaluator.sandbox._io import EXIT_GRACE_S, Run, io_loop
 from evaluator.sandbox._outcome import classify, raise_setup, reported_call_s, tail
 from evaluator.sandbox._seccomp import filled_pipe, seccomp_program
@@ -21,6 +26,29 @@ from evaluator.sandbox._types import (
     SandboxSetupError,
     SandboxUnavailableError,
 )
+
+#: The whole environment of the launcher and of bwrap (which then clears it for the sandbox):
+#: nothing of the evaluator's environment (secrets, DATABASE_URL) reaches agent code.
+LAUNCHER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def _make_cgroup(
+    name: str, limits: SandboxLimits, raise_unavailable: bool
+) -> Cgroup | SandboxResult | None:
+    """The run's cgroup; ``None`` under the development override; a ``sandbox_unavailable``
+    result (or :class:`SandboxUnavailableError`) when no memory limit can be enforced."""
+    try:
+        return Cgroup.create(name, limits)
+    except CgroupUnavailableError as exc:
+        if no_cgroup_allowed():
+            return None
+        message = (
+            f"no memory limit can be enforced for agent code ({exc}); refusing to run it. "
+            f"Set {ALLOW_NO_CGROUP_ENV}=1 on development machines only."
+        )
+    if raise_unavailable:
+        raise SandboxUnavailableError(message)
+    return SandboxResult(False, None, "sandbox_unavailable", message, 0.0, "")
 
 
 def _kill(proc: subprocess.Popen[bytes], cgroup: Cgroup | None) -> None:
@@ -40,19 +68,14 @@ def _reap(proc: subprocess.Popen[bytes], timeout_s: float) -> int | None:
         return None
 
 
-def _popen(command: list[str], cgroup: Cgroup | None, fds: tuple[int, ...]) -> Any:
-    if cgroup is not None:
-        # A tiny shell joins the cgroups, then execs bwrap: every later fork inherits them.
-        joins = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(cgroup.procs_files())))
-        script = f'{joins} && shift {len(cgroup.procs_files())} && exec "$@"'
-        command = ["/bin/sh", "-c", script, "sh", *cgroup.procs_files(), *command]
+def _popen(command: list[str], fds: tuple[int, ...]) -> Any:
     return subprocess.Popen(
         command,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         pass_fds=fds,
-        env={"PATH": "/usr/bin:/bin"},
+        env=dict(LAUNCHER_ENV),
         start_new_session=True,
         close_fds=True,
     )
@@ -115,9 +138,11 @@ def run_function(
     except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
         raise SandboxSetupError(f"argument cannot be pickled: {exc}") from exc
     uid = _bwrap.allocate_uid()
-    cgroup = Cgroup.create(f"netarena-sbx-{os.getpid()}-{uid}", limits)
+    cgroup = _make_cgroup(f"netarena-sbx-{os.getpid()}-{uid}", limits, raise_unavailable)
+    if isinstance(cgroup, SandboxResult):
+        return cgroup
     program = seccomp_program()
-    controls: tuple[str, ...] = ("bwrap", "uid", "rlimits")
+    controls: tuple[str, ...] = ("bwrap", "uid", "rlimits", "ipc_limits")
     controls += ("seccomp",) if program is not None else ()
     controls += ("cgroup",) if cgroup is not None else ()
     run = Run(t_start=t_start, limits=limits)
@@ -127,9 +152,13 @@ def run_function(
         try:
             seccomp_fd = filled_pipe(program) if program is not None else None
             fds = (write_fd,) if seccomp_fd is None else (write_fd, seccomp_fd)
-            command = _bwrap.bwrap_command(plan, uid, limits, write_fd, seccomp_fd)
+            command = _bwrap.launcher_command(
+                plan,
+                cgroup.procs_files() if cgroup is not None else [],
+                _bwrap.bwrap_command(plan, uid, limits, write_fd, seccomp_fd),
+            )
             try:
-                proc = _popen(command, cgroup, fds)
+                proc = _popen(command, fds)
             except OSError as exc:
                 raise SandboxUnavailableError(f"cannot start bwrap: {exc}") from exc
             finally:
@@ -181,3 +210,24 @@ def run_function(
     finally:
         if cgroup is not None:
             cgroup.destroy()
+
+
+def check_host(limits: SandboxLimits = SandboxLimits()) -> tuple[str, ...]:  # noqa: B008
+    """Check at start-up that agent code can be sandboxed here; return the layers available.
+
+    Resolves the tools (root, bwrap, setpriv, unshare) and creates and removes one probe
+    cgroup with ``limits``. A worker that runs MALT episodes calls this once when it starts,
+    so that a host without a memory cgroup fails loudly instead of per episode.
+
+    Raises:
+        SandboxUnavailableError: the reason, e.g. no memory limit can be enforced (unless
+            ``NETARENA_SANDBOX_ALLOW_NO_CGROUP=1``).
+    """
+    _bwrap.plan()
+    controls: tuple[str, ...] = ("bwrap", "uid", "rlimits", "ipc_limits")
+    controls += ("seccomp",) if seccomp_program() is not None else ()
+    probe = _make_cgroup(f"netarena-sbx-probe-{os.getpid()}", limits, raise_unavailable=True)
+    if isinstance(probe, Cgroup):
+        probe.destroy()
+        controls += ("cgroup",)
+    return controls

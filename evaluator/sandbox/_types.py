@@ -48,6 +48,10 @@ class SandboxLimits:
             usable, the memory limit of the whole sandbox (plus ``scratch_bytes``).
         output_bytes: stdout + stderr bytes kept; more output kills the run (``output_limit``).
         result_bytes: largest accepted JSON result line (``result_too_large`` beyond).
+        result_max_items: most JSON items (values and containers) a result may hold, counted
+            before it is decoded (``result_too_large`` beyond).
+        result_max_depth: deepest container nesting of a result, checked before it is
+            decoded (``bad_result`` beyond).
         max_processes: processes/threads the agent's uid may have (RLIMIT_NPROC; the pids
             cgroup when usable).
         setup_timeout_s: seconds allowed for interpreter start, unpickling and the preamble
@@ -61,7 +65,9 @@ class SandboxLimits:
     cpu_time_s: float = 10.0
     memory_bytes: int = 2 * 1024**3
     output_bytes: int = 1_048_576
-    result_bytes: int = 64 * 1024**2
+    result_bytes: int = 16 * 1024**2
+    result_max_items: int = 500_000
+    result_max_depth: int = 32
     max_processes: int = 16
     setup_timeout_s: float = 30.0
     scratch_bytes: int = 64 * 1024**2

@@ -51,6 +51,7 @@ class GuessEpisode(Episode):
 
 class GuessApp(App):
     app_id = "guess"
+    title = "Guess the number (toy)"
     levels = (1,)
     max_steps = 3
 

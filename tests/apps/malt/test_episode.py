@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from apps.malt.app import MaltApp
-from apps.malt.oracle import oracle_code
 from apps.malt.queries import BLOCK
+from apps.malt.reference import oracle_code
 from apps.malt.topology import load_graph
 from evaluator.agents.base import AgentClient, AgentError, AgentReply
 from evaluator.app import ResetNeededError
