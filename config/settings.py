@@ -11,6 +11,7 @@ from pathlib import Path
 import environ
 import plotly
 
+from config.secrets import DEVELOPMENT_SECRET_KEY, production_secrets_check
 from evaluator.registry import CONTROL_QUEUE
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -24,8 +25,10 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 DEBUG = env("DJANGO_DEBUG")
 # The default key only serves local runs; production must set DJANGO_SECRET_KEY.
-SECRET_KEY = env("DJANGO_SECRET_KEY", default="netarena-local-development-key-not-for-production")
+SECRET_KEY = env("DJANGO_SECRET_KEY", default=DEVELOPMENT_SECRET_KEY)
 ALLOWED_HOSTS = env("DJANGO_ALLOWED_HOSTS")
+# Refuse to start in production with the development keys (issue 9 item 9; config/secrets.py).
+production_secrets_check(debug=DEBUG, allowed_hosts=ALLOWED_HOSTS, environ=os.environ)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -129,6 +132,12 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # A JSON parser that answers 400 to bodies nested too deeply (DRF's gives a 500).
+    "DEFAULT_PARSER_CLASSES": [
+        "config.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "NetArena Leaderboard API",
@@ -154,6 +163,14 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = CONTROL_QUEUE
 # Episode tasks are sent to the queue named after their app (services.submission_prepare).
+# Celery beat: expire submissions whose queue has no worker (services.submissions_expire).
+CELERY_BEAT_SCHEDULE = {
+    "submissions-expire": {
+        "task": "submissions.submissions_expire",
+        "schedule": 300.0,
+        "options": {"queue": CONTROL_QUEUE},
+    }
+}
 
 # Engine knobs.
 NETARENA = {
@@ -162,6 +179,15 @@ NETARENA = {
     "AGENT_TIMEOUT_S": env.float("NETARENA_AGENT_TIMEOUT_S", default=60.0),
     "ORACLE_VAULT_DIR": env("NETARENA_ORACLE_VAULT_DIR", default=str(BASE_DIR / "var" / "vault")),
     "SUBMISSIONS_PER_TEAM_PER_DAY": env.int("NETARENA_SUBMISSIONS_PER_TEAM_PER_DAY", default=5),
+    # Registered agents per team (reference agents exempt); docs/security.md.
+    "AGENTS_PER_TEAM": env.int("NETARENA_AGENTS_PER_TEAM", default=10),
+    # TCP ports a team's agent endpoint may use (reference agents use free loopback ports).
+    "AGENT_PORTS": frozenset(
+        int(port)
+        for port in env.list("NETARENA_AGENT_PORTS", default=["80", "443", "8000", "8080", "8443"])
+    ),
+    # A submission (or an episode) no worker took within this many seconds expires.
+    "SUBMISSION_MAX_WAIT_S": env.float("NETARENA_SUBMISSION_MAX_WAIT_S", default=6 * 3600.0),
 }
 
 LOGGING = {

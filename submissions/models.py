@@ -93,6 +93,10 @@ class Submission(models.Model):
     queries_per_app = models.PositiveIntegerField()
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     error = models.TextField(blank=True, default="")
+    #: True when the platform, not the agent, failed the whole submission (query generation
+    #: failed, no worker took it, or every episode ended as an evaluator error): it is not
+    #: charged to the team's quota and never replaces the agent's last scored submission.
+    platform_failed = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -100,6 +104,15 @@ class Submission(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["agent", "status"])]
+        constraints = [
+            # One open team submission per agent, enforced by the database as well as by
+            # services.submission_create (which locks the team row); rounds are exempt.
+            models.UniqueConstraint(
+                fields=["agent"],
+                condition=models.Q(status__in=["queued", "running"], round__isnull=True),
+                name="one_open_submission_per_agent",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"submission {self.pk} of {self.agent}"

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Exists, OuterRef
+
 from evaluator.registry import app_ids
 from evaluator.stats import Interval, mean_interval, tie_ranks, wilson_interval
 from submissions.models import Agent, EpisodeRecord, Submission, Team
@@ -44,10 +46,21 @@ class Standing:
 
 
 def latest_submissions(*, app_id: str) -> list[Submission]:
-    """The most recent finished submission of every active agent that covered ``app_id``."""
+    """The most recent scored submission of every active agent that covered ``app_id``.
+
+    Scored means finished with at least one episode of ``app_id`` that ran (status ``done``):
+    a submission the platform failed (every episode an evaluator error) never replaces the
+    agent's last scored one.
+    """
+    scored = EpisodeRecord.objects.filter(
+        submission=OuterRef("pk"), app_id=app_id, status=EpisodeRecord.Status.DONE
+    )
     latest: dict[int, Submission] = {}
     candidates = (
-        Submission.objects.filter(status=Submission.Status.FINISHED, agent__is_active=True)
+        Submission.objects.filter(
+            status=Submission.Status.FINISHED, agent__is_active=True, platform_failed=False
+        )
+        .filter(Exists(scored))
         .select_related("agent__team", "round")
         .order_by("-finished_at", "-pk")
     )

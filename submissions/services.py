@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import secrets
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -43,6 +44,7 @@ from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import Query
 from submissions.crypto import decrypt_secret, encrypt_secret
 from submissions.errors import (
+    AgentLimitError,
     DuplicateAgentError,
     EndpointRefusedError,
     InvalidInputError,
@@ -56,6 +58,11 @@ from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
 logger = logging.getLogger(__name__)
 
 EPISODE_MAX_ATTEMPTS = 3
+#: What a refused registration says (the guard's detail is logged, never shown: issue 9 item 9).
+ENDPOINT_REFUSED_MESSAGE = (
+    "endpoint refused: it must be a public http(s) address on an allowed port "
+    "(see the documentation of agent endpoints)"
+)
 REFERENCE_KINDS = ("oracle", "null", "heuristic", "llm")
 
 #: Celery task names (the tasks live in ``submissions.tasks``, which imports this module;
@@ -93,30 +100,38 @@ def team_member_check(*, team: Team, user: Any) -> None:
 def agent_allowed_networks(*, reference: bool) -> list[str]:
     """The non-public networks an agent's endpoint may live on (CIDR strings).
 
-    Public addresses are always allowed. Reference agents (served by the project itself on
-    loopback) may also use ``LOOPBACK_NETWORKS`` and ``AGENT_ALLOWED_NETWORKS``.
+    Public addresses are always allowed. Only the project's reference agents (served on
+    loopback by the project itself) may use ``LOOPBACK_NETWORKS`` and ``AGENT_ALLOWED_NETWORKS``
+    (``NETARENA_AGENT_ALLOWED_NETWORKS``); a team's agent gets no private network at all
+    (issue 9 item 9).
     """
-    allowed = list(settings.NETARENA["AGENT_ALLOWED_NETWORKS"])
-    if reference:
-        allowed += LOOPBACK_NETWORKS
-    return allowed
+    if not reference:
+        return []
+    return list(settings.NETARENA["AGENT_ALLOWED_NETWORKS"]) + list(LOOPBACK_NETWORKS)
 
 
 def agent_endpoint_check(*, endpoint_url: str, reference: bool = False) -> None:
-    """Check an agent endpoint with the outbound guard before it is stored.
+    """Check an agent endpoint with the outbound guard and the port rule before it is stored.
 
+    A team's agent must use one of ``AGENT_PORTS`` (``NETARENA_AGENT_PORTS``, default 80, 443,
+    8000, 8080, 8443; docs/security.md); reference agents listen on free loopback ports.
     The guard's full explanation (what the host resolved to, the allow-list) is logged; the
     error shown to the user is generic so that it reveals nothing about the server's network.
 
     Raises:
-        EndpointRefusedError: bad URL, unresolvable host or a refused address.
+        EndpointRefusedError: bad URL, a port outside the set, an unresolvable host or a
+            refused address.
     """
     guard = OutboundGuard(agent_allowed_networks(reference=reference))
     try:
+        parsed = guard.check_syntax(endpoint_url)
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        if not reference and port not in settings.NETARENA["AGENT_PORTS"]:
+            raise RefusedAddressError(f"port {port} is not one of the allowed agent ports")
         guard.check_url(endpoint_url)
     except (RefusedAddressError, ResolveError, ValueError) as exc:
-        logger.info("agent endpoint refused: %s", exc)
-        raise EndpointRefusedError(f"endpoint refused: {exc}") from None
+        logger.warning("agent endpoint %r refused: %s", endpoint_url[:200], exc)
+        raise EndpointRefusedError(ENDPOINT_REFUSED_MESSAGE) from None
 
 
 def agent_create(
@@ -141,7 +156,9 @@ def agent_create(
         NotTeamMemberError: ``actor`` is not a member of ``team``.
         InvalidInputError: unknown protocol, reference kind or app.
         DuplicateAgentError: the team already has an agent of that name.
-        EndpointRefusedError: the outbound guard refuses the endpoint.
+        AgentLimitError: the team has ``AGENTS_PER_TEAM`` agents already (reference agents
+            are exempt).
+        EndpointRefusedError: the outbound guard or the port rule refuses the endpoint.
     """
     if actor is not None:
         team_member_check(team=team, user=actor)
@@ -152,19 +169,25 @@ def agent_create(
     unknown_apps = [a for a in apps if a not in app_ids()]
     if unknown_apps:
         raise InvalidInputError(f"unknown apps {unknown_apps}; known: {app_ids()}")
-    if Agent.objects.filter(team=team, name=name).exists():
-        raise DuplicateAgentError("this team already has an agent of that name")
     agent_endpoint_check(endpoint_url=endpoint_url, reference=bool(reference_kind))
-    return Agent.objects.create(
-        team=team,
-        name=name,
-        endpoint_url=endpoint_url,
-        protocol=protocol,
-        model_name=model_name,
-        secret_encrypted=encrypt_secret(api_key),
-        reference_kind=reference_kind,
-        apps=list(apps),
-    )
+    with transaction.atomic():
+        # The team row lock serialises concurrent registrations of one team (cap and names).
+        Team.objects.select_for_update().filter(pk=team.pk).first()
+        if Agent.objects.filter(team=team, name=name).exists():
+            raise DuplicateAgentError("this team already has an agent of that name")
+        cap = settings.NETARENA["AGENTS_PER_TEAM"]
+        if not reference_kind and Agent.objects.filter(team=team).count() >= cap:
+            raise AgentLimitError(f"a team may register at most {cap} agents")
+        return Agent.objects.create(
+            team=team,
+            name=name,
+            endpoint_url=endpoint_url,
+            protocol=protocol,
+            model_name=model_name,
+            secret_encrypted=encrypt_secret(api_key),
+            reference_kind=reference_kind,
+            apps=list(apps),
+        )
 
 
 def _validate_apps(apps: Sequence[str], queries_per_app: int) -> list[str]:
@@ -180,6 +203,9 @@ def _validate_apps(apps: Sequence[str], queries_per_app: int) -> list[str]:
 def _team_submission_rules_check(*, agent: Agent) -> None:
     """One open submission per agent and the team's daily quota (team submissions only).
 
+    Call inside a transaction that holds the team row lock. Submissions the platform failed
+    (``platform_failed``) are not charged to the quota.
+
     Raises:
         SubmissionInProgressError: the agent has a queued or running submission.
         QuotaExceededError: the team used ``SUBMISSIONS_PER_TEAM_PER_DAY`` in the last 24 hours.
@@ -189,7 +215,10 @@ def _team_submission_rules_check(*, agent: Agent) -> None:
         raise SubmissionInProgressError("this agent already has a submission in progress")
     since = timezone.now() - timedelta(days=1)
     used = Submission.objects.filter(
-        agent__team_id=agent.team_id, round__isnull=True, created_at__gte=since
+        agent__team_id=agent.team_id,
+        round__isnull=True,
+        created_at__gte=since,
+        platform_failed=False,
     ).count()
     if used >= settings.NETARENA["SUBMISSIONS_PER_TEAM_PER_DAY"]:
         raise QuotaExceededError("daily submission quota of your team is used up")
@@ -223,19 +252,27 @@ def submission_create(
     if actor is not None and not agent.team.members.filter(pk=actor.pk).exists():
         raise NotYourAgentError("no such agent among your teams")
     chosen = _validate_apps(apps, queries_per_app)
-    with transaction.atomic():
-        if round is None:
-            _team_submission_rules_check(agent=agent)
-        submission = Submission.objects.create(
-            agent=agent,
-            round=round,
-            seed=seed if seed is not None else secrets.randbits(31),
-            apps=chosen,
-            queries_per_app=queries_per_app,
-        )
-        transaction.on_commit(
-            lambda: _send_task(SUBMISSION_PREPARE_TASK, (submission.pk,), queue=CONTROL_QUEUE)
-        )
+    try:
+        with transaction.atomic():
+            if round is None:
+                # Lock the team row: concurrent submissions of one team run these checks one
+                # after another (issue 9 item 8); the partial unique constraint
+                # ``one_open_submission_per_agent`` backs the first rule in the database.
+                Team.objects.select_for_update().filter(pk=agent.team_id).first()
+                submissions_expire(agent=agent)
+                _team_submission_rules_check(agent=agent)
+            submission = Submission.objects.create(
+                agent=agent,
+                round=round,
+                seed=seed if seed is not None else secrets.randbits(31),
+                apps=chosen,
+                queries_per_app=queries_per_app,
+            )
+            transaction.on_commit(
+                lambda: _send_task(SUBMISSION_PREPARE_TASK, (submission.pk,), queue=CONTROL_QUEUE)
+            )
+    except IntegrityError:
+        raise SubmissionInProgressError("this agent already has a submission in progress") from None
     return submission
 
 
@@ -287,7 +324,8 @@ def submission_prepare(*, submission_id: int) -> None:
             logger.exception("generation failed for submission %s", submission.pk)
             Submission.objects.filter(pk=submission.pk).update(
                 status=Submission.Status.FAILED,
-                error=f"query generation failed: {exc}"[:2000],
+                platform_failed=True,
+                error=storable(f"query generation failed: {exc}"[:2000]),
                 finished_at=timezone.now(),
             )
             return
@@ -400,18 +438,62 @@ def episode_execute(*, episode_id: int) -> None:
     )
 
 
+#: Deepest nesting of a stored JSON value; deeper parts are replaced by a marker.
+STORED_JSON_MAX_DEPTH = 64
+
+
+def storable(value: Any, *, depth: int = 0) -> Any:
+    """Return ``value`` made storable in every supported database (issue 9 item 8).
+
+    PostgreSQL refuses NUL in ``text`` and ``\\u0000`` in ``jsonb``, lone UTF-16 surrogates in
+    both, and NaN/Infinity in JSON. Strings lose NUL (replaced by U+FFFD) and lone
+    surrogates (replaced by ``?``); non-finite floats become their ``repr`` string; tuples
+    become lists; any other non-JSON value becomes its ``str``; nesting deeper than
+    :data:`STORED_JSON_MAX_DEPTH` is replaced by ``"<clipped: too deep>"``.
+    """
+    if depth > STORED_JSON_MAX_DEPTH:
+        return "<clipped: too deep>"
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, str):
+        cleaned = value.replace("\x00", "\ufffd")
+        return cleaned.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {
+            storable(str(k), depth=depth + 1): storable(v, depth=depth + 1)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [storable(v, depth=depth + 1) for v in value]
+    return storable(str(value), depth=depth + 1)
+
+
 def _episode_store(episode: EpisodeRecord, **fields: Any) -> None:
-    EpisodeRecord.objects.filter(pk=episode.pk).update(
-        status=EpisodeRecord.Status.DONE, finished_at=timezone.now(), **fields
-    )
+    """Store a verdict; a storage error closes the episode as an error (never left running)."""
+    clean = {name: storable(value) for name, value in fields.items()}
+    try:
+        with transaction.atomic():
+            EpisodeRecord.objects.filter(pk=episode.pk).update(
+                status=EpisodeRecord.Status.DONE, finished_at=timezone.now(), **clean
+            )
+    except (DatabaseError, TypeError, ValueError) as exc:
+        logger.exception("storing the verdict of episode %s failed", episode.pk)
+        _episode_close_error(
+            episode, f"evaluator: storing the verdict failed: {type(exc).__name__}"
+        )
+        return
     submission_close_if_complete(submission_id=episode.submission_id)
 
 
 def _episode_close_error(episode: EpisodeRecord, message: str) -> None:
+    """Close an episode as an evaluator error (excluded from statistics)."""
+    text = storable(message)
     EpisodeRecord.objects.filter(pk=episode.pk).update(
         status=EpisodeRecord.Status.ERROR,
-        failure=message[:200],
-        details={"error": message[:2000]},
+        failure=text[:200],
+        details={"error": text[:2000]},
         finished_at=timezone.now(),
     )
     submission_close_if_complete(submission_id=episode.submission_id)
@@ -420,16 +502,59 @@ def _episode_close_error(episode: EpisodeRecord, message: str) -> None:
 def submission_close_if_complete(*, submission_id: int) -> bool:
     """Mark the submission finished once no episode is pending or running.
 
+    A submission without a single scored episode (every one ended as an evaluator error) is
+    marked ``platform_failed``: not charged to the quota, never shown on the board.
     The conditional UPDATE makes exactly one caller win when episodes finish concurrently.
     Returns True for that caller.
     """
-    unfinished = EpisodeRecord.objects.filter(
-        submission_id=submission_id,
-        status__in=[EpisodeRecord.Status.PENDING, EpisodeRecord.Status.RUNNING],
+    episodes = EpisodeRecord.objects.filter(submission_id=submission_id)
+    unfinished = episodes.filter(
+        status__in=[EpisodeRecord.Status.PENDING, EpisodeRecord.Status.RUNNING]
     ).exists()
     if unfinished:
         return False
+    scored = episodes.filter(status=EpisodeRecord.Status.DONE).exists()
     updated = Submission.objects.filter(pk=submission_id, status=Submission.Status.RUNNING).update(
-        status=Submission.Status.FINISHED, finished_at=timezone.now()
+        status=Submission.Status.FINISHED, finished_at=timezone.now(), platform_failed=not scored
     )
     return updated == 1
+
+
+def submissions_expire(*, max_wait_s: float | None = None, agent: Agent | None = None) -> int:
+    """Close submissions that no worker took within ``max_wait_s`` (issue 9 item 9).
+
+    A queued submission older than ``max_wait_s`` (the control queue had no worker) fails;
+    pending episodes of a running submission that were never started within ``max_wait_s``
+    of the submission's start (their app's queue had no worker) close as evaluator errors.
+    Either way the platform, not the agent, failed: ``platform_failed`` frees the quota and
+    the agent's open-submission slot. Runs from Celery beat and before every team submission.
+
+    Args:
+        max_wait_s: default ``SUBMISSION_MAX_WAIT_S`` (``NETARENA_SUBMISSION_MAX_WAIT_S``).
+        agent: restrict to this agent's submissions.
+
+    Returns the number of submissions closed.
+    """
+    wait_s = settings.NETARENA["SUBMISSION_MAX_WAIT_S"] if max_wait_s is None else max_wait_s
+    cutoff = timezone.now() - timedelta(seconds=wait_s)
+    submissions = Submission.objects.all() if agent is None else agent.submissions.all()
+    closed = submissions.filter(status=Submission.Status.QUEUED, created_at__lt=cutoff).update(
+        status=Submission.Status.FAILED,
+        platform_failed=True,
+        error=f"expired: no worker took the submission within {wait_s:g} s",
+        finished_at=timezone.now(),
+    )
+    stale = submissions.filter(status=Submission.Status.RUNNING, started_at__lt=cutoff)
+    for submission_id in stale.values_list("pk", flat=True):
+        never_started = EpisodeRecord.objects.filter(
+            submission_id=submission_id, status=EpisodeRecord.Status.PENDING
+        )
+        message = f"evaluator: expired: no worker took the episode within {wait_s:g} s"
+        if never_started.update(
+            status=EpisodeRecord.Status.ERROR,
+            failure=message[:200],
+            details={"error": message},
+            finished_at=timezone.now(),
+        ):
+            closed += int(submission_close_if_complete(submission_id=submission_id))
+    return closed

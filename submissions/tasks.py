@@ -27,3 +27,9 @@ def submission_prepare(submission_id: int) -> None:
 def episode_execute(episode_id: int) -> None:
     """Run one episode (queue = its app id: ``malt``, ``route``, ``k8s``)."""
     services.episode_execute(episode_id=episode_id)
+
+
+@shared_task(name="submissions.submissions_expire")
+def submissions_expire() -> int:
+    """Expire submissions and episodes no worker took (Celery beat, queue ``control``)."""
+    return services.submissions_expire()
