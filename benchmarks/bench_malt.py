@@ -19,9 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from apps.malt.app import SANDBOX_PREAMBLE, MaltApp, judge  # noqa: E402
-from apps.malt.extract import extract_code  # noqa: E402
+from apps.malt.app import MaltApp  # noqa: E402
+from apps.malt.prompt import SANDBOX_PREAMBLE  # noqa: E402
 from apps.malt.queries import ground_truth  # noqa: E402
+from apps.malt.replies import extract_code  # noqa: E402
+from apps.malt.scoring import judge  # noqa: E402
 from apps.malt.topology import load_graph  # noqa: E402
 
 

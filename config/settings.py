@@ -11,6 +11,8 @@ from pathlib import Path
 import environ
 import plotly
 
+from evaluator.registry import CONTROL_QUEUE
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 (BASE_DIR / "var" / "staticfiles").mkdir(parents=True, exist_ok=True)
 
@@ -120,7 +122,7 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_DEFAULT_QUEUE = "control"
+CELERY_TASK_DEFAULT_QUEUE = CONTROL_QUEUE
 # Episode tasks are sent to the queue named after their app (services.submission_prepare).
 
 # Engine knobs.

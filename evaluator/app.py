@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from evaluator.types import JSON, Query, StepResult, Verdict
+
+ReplyFormat = Literal["python", "json", "command"]
+"""Shape of an agent's reply: a fenced ``python`` block (MALT code), one JSON object (route's
+``{"machine", "command"}``), or one command in a bare fence (k8s ``kubectl``)."""
 
 
 class EvaluatorError(Exception):
@@ -70,21 +74,30 @@ class Episode(ABC):
 
 
 class App(ABC):
-    """A benchmark application (not a Django app).
+    """A benchmark application (not a Django app): everything the engine, the reference agents,
+    the site and the worker queues need to know about it is declared here.
 
     Class attributes:
         app_id: registry id, also the Celery queue name.
+        title: human title shown on the site.
         version: bump when generation or scoring changes meaning.
-        levels: the complexity levels this app generates.
-        max_steps: default step budget of an episode (1 for single-shot apps).
+        levels: the complexity levels this app generates (paper Tables 4-6).
+        max_steps: the step budget of an episode (1 for single-shot apps); the one place it
+            is decided.
         needs_root: True when episodes need root / network namespaces.
+        reply_format: the shape of an agent's reply (:data:`ReplyFormat`).
+        prompt_marker: text that occurs in every task prompt of this app and in no other
+            app's (a reference server answering several apps routes requests on it).
     """
 
     app_id: ClassVar[str]
+    title: ClassVar[str]
     version: ClassVar[int] = 1
     levels: ClassVar[tuple[int, ...]] = (1, 2, 3)
     max_steps: ClassVar[int] = 1
     needs_root: ClassVar[bool] = False
+    reply_format: ClassVar[ReplyFormat]
+    prompt_marker: ClassVar[str]
 
     @abstractmethod
     def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
@@ -110,6 +123,28 @@ class App(ABC):
         """Reply of the null reference agent: a well-formed reply that changes nothing."""
         return ""
 
+    def heuristic_reply(self, history: list[JSON]) -> str | None:
+        """Reply of the app's no-model floor agent (no ground truth, no LLM), or ``None``.
+
+        Apps that have a floor agent override this; ``None`` means the app has none (see
+        :attr:`has_heuristic`).
+        """
+        return None
+
+    @property
+    def has_heuristic(self) -> bool:
+        """True when the app overrides :meth:`heuristic_reply` (it has a floor agent)."""
+        return type(self).heuristic_reply is not App.heuristic_reply
+
+    def few_shot_examples(self) -> list[tuple[str, str]]:
+        """Solved (question, answer) pairs for the few-shot prompting strategy; ``[]`` if none."""
+        return []
+
     def describe(self) -> JSON:
         """Short JSON description for result files and the site."""
-        return {"app_id": self.app_id, "version": self.version, "levels": list(self.levels)}
+        return {
+            "app_id": self.app_id,
+            "title": self.title,
+            "version": self.version,
+            "levels": list(self.levels),
+        }

@@ -19,9 +19,19 @@ APP_PATHS: dict[str, str] = {
 }
 
 
+#: Celery queue of submission-level work (generating a batch, closing a submission); every
+#: episode runs on the queue named after its app.
+CONTROL_QUEUE = "control"
+
+
 def app_ids() -> list[str]:
     """Return the registered app ids in display order."""
     return list(APP_PATHS)
+
+
+def worker_queues() -> list[str]:
+    """Return every Celery queue a worker serving all apps must consume: control + app ids."""
+    return [CONTROL_QUEUE, *app_ids()]
 
 
 @cache
@@ -42,3 +52,11 @@ def get_app(app_id: str) -> App:
         raise UnknownAppError(f"app {app_id!r} is not available: {exc}") from exc
     app: App = cls()
     return app
+
+
+if __name__ == "__main__":  # `python -m evaluator.registry queues`: for scripts starting workers
+    import sys
+
+    if sys.argv[1:] != ["queues"]:
+        sys.exit("usage: python -m evaluator.registry queues")
+    print(",".join(worker_queues()))  # noqa: T201

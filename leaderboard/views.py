@@ -5,15 +5,10 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
+from evaluator.registry import get_app
 from leaderboard.plots import ci_overlap_figure, spider_figure
 from leaderboard.selectors import all_standings, submission_episode_rows
 from submissions.models import Submission
-
-APP_TITLES = {
-    "malt": "Datacenter capacity planning (MALT)",
-    "route": "Routing misconfiguration (Mininet)",
-    "k8s": "Kubernetes NetworkPolicy troubleshooting",
-}
 
 
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
@@ -23,7 +18,7 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
         sections.append(
             {
                 "app_id": app_id,
-                "title": APP_TITLES.get(app_id, app_id),
+                "title": get_app(app_id).title,
                 "rows": rows,
                 "ci_figure": ci_overlap_figure(app_id=app_id, rows=rows) if rows else None,
                 "spider_figure": spider_figure(app_id=app_id, rows=rows) if rows else None,

@@ -18,7 +18,7 @@ trap cleanup EXIT INT TERM
 
 $PY manage.py migrate --noinput >/dev/null
 PIDS=""
-.venv/bin/celery -A config worker -Q control,malt,route,k8s --concurrency 2 --loglevel WARNING \
+.venv/bin/celery -A config worker -Q "$($PY -m evaluator.registry queues)" --concurrency 2 --loglevel WARNING \
   --logfile "$RUN/celery.log" &
 PIDS="$PIDS $!"
 # Reference agents, each on its own loopback port (see `manage.py demo_round --help`).

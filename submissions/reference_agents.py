@@ -16,17 +16,35 @@ from pathlib import Path
 
 import httpx
 
+from evaluator.registry import get_app
 from submissions.models import Agent, Team
 from submissions.services import agent_create
 
 REFERENCE_TEAM = "NetArena reference"
 
-#: (agent kind, protocol, apps it takes part in; empty = all) of the demo's reference rows.
-DEFAULT_REFERENCE_AGENTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("oracle", "http-json", ()),
-    ("null", "openai-chat", ()),
-    ("heuristic", "http-json", ("route",)),
-)
+#: The wire protocol each reference agent kind is served on in the demo (the kinds differ on
+#: purpose, so that a demo round crosses more than one protocol).
+REFERENCE_PROTOCOLS: dict[str, str] = {
+    "oracle": "http-json",
+    "null": "openai-chat",
+    "heuristic": "http-json",
+}
+
+
+def reference_agent_specs(apps: Sequence[str]) -> list[tuple[str, str, tuple[str, ...]]]:
+    """Return ``(kind, protocol, apps)`` of the demo's reference rows among ``apps``.
+
+    The oracle and null agents take part in every app; the heuristic (floor) agent in the
+    apps that have one (:attr:`evaluator.app.App.has_heuristic`). Kinds with no app are left
+    out. Raises ``UnknownAppError`` for an unregistered app id.
+    """
+    heuristic_apps = tuple(a for a in apps if get_app(a).has_heuristic)
+    specs = [
+        ("oracle", REFERENCE_PROTOCOLS["oracle"], tuple(apps)),
+        ("null", REFERENCE_PROTOCOLS["null"], tuple(apps)),
+        ("heuristic", REFERENCE_PROTOCOLS["heuristic"], heuristic_apps),
+    ]
+    return [spec for spec in specs if spec[2]]
 
 
 @dataclass

@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from apps.malt.topology import ALLOWED_RELATIONS, MIN_PORT_CAPACITY_BPS
 
+#: Text in every MALT task prompt and in no other app's (the function the agent must define).
+PROMPT_MARKER = "process_graph"
+
+#: Preamble run (trusted) in the sandbox before the agent's code; the prompt names these.
+SANDBOX_PREAMBLE = "import copy\nimport json\nimport math\n\nimport networkx as nx\n"
+
 #: Answer kinds and how each must be returned (shown per query).
 ANSWER_CONTRACT: dict[str, str] = {
     "graph": "`answer` is the updated topology itself (the networkx DiGraph after the change).",

@@ -9,7 +9,7 @@ still carries the prefix, kills any leftover node shell and releases the prefix.
 global ``mn -c``.
 
 The evaluator's own (trusted) commands run in a node's namespace with
-``nsenter --net=/proc/<pid>/ns/net``; agent commands go through :mod:`apps.route.sandbox`.
+``nsenter --net=/proc/<pid>/ns/net``; agent commands go through :mod:`apps.route.commands`.
 """
 
 from __future__ import annotations

@@ -10,62 +10,19 @@ from __future__ import annotations
 
 import importlib
 import logging
-from abc import ABC, abstractmethod
 from pathlib import Path
 
 from evaluator import registry
 from evaluator.app import App, UnknownAppError
 from evaluator.oracle_vault import OracleVault
+from evaluator.reference.base import AgentConfigError, AgentReplyError, ReferenceAgent
+from evaluator.reference.llm import make_llm_agent
 from evaluator.types import JSON
 
 logger = logging.getLogger(__name__)
 
 #: Reference agent names accepted by :func:`make_agent` and the ``serve_agent`` command.
 AGENT_NAMES: tuple[str, ...] = ("oracle", "null", "heuristic", "llm")
-
-
-class AgentConfigError(ValueError):
-    """A reference agent cannot be built from the given options (the message says why)."""
-
-
-class AgentReplyError(Exception):
-    """A reference agent cannot answer this request; served as an HTTP error.
-
-    Attributes:
-        status: HTTP status code to answer with (400 bad request, 404 no vault entry,
-            502 upstream model failed).
-    """
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class ReferenceAgent(ABC):
-    """An agent that answers a chat with one reply text.
-
-    Attributes:
-        name: agent kind (one of :data:`AGENT_NAMES`).
-        app: the benchmark app whose queries it answers.
-    """
-
-    name: str = ""
-
-    def __init__(self, app: App) -> None:
-        self.app = app
-
-    @abstractmethod
-    def reply(self, messages: list[JSON], episode_id: str | None) -> str:
-        """Return the reply to ``messages``. Raises :class:`AgentReplyError`."""
-
-    @property
-    def app_ids(self) -> list[str]:
-        """Ids of the apps this agent answers."""
-        return [self.app.app_id]
-
-    def describe(self) -> JSON:
-        """JSON description for the health endpoint (never secrets)."""
-        return {"agent": self.name, "app": ",".join(self.app_ids)}
 
 
 def load_app(spec: str) -> App:
@@ -141,23 +98,22 @@ class HeuristicAgent(ReferenceAgent):
     """A scripted operator without LLM or ground truth: ``app.heuristic_reply(history)``.
 
     Raises:
-        AgentConfigError: the app has no ``heuristic_reply`` method.
+        AgentConfigError: the app has no floor agent (:attr:`App.has_heuristic` is false).
     """
 
     name = "heuristic"
 
     def __init__(self, app: App) -> None:
         super().__init__(app)
-        if not callable(getattr(app, "heuristic_reply", None)):
+        if not app.has_heuristic:
             raise AgentConfigError(
-                f"app {app.app_id!r} has no heuristic operator (no heuristic_reply method); "
+                f"app {app.app_id!r} has no heuristic operator (no heuristic_reply); "
                 "serve the oracle, null or llm agent for it instead"
             )
 
     def reply(self, messages: list[JSON], episode_id: str | None) -> str:
-        """Return ``app.heuristic_reply(messages)``."""
-        text: str = self.app.heuristic_reply(messages)  # type: ignore[attr-defined]
-        return text
+        """Return ``app.heuristic_reply(messages)`` (``""`` if it declines to answer)."""
+        return self.app.heuristic_reply(messages) or ""
 
 
 def make_agent(
@@ -191,20 +147,8 @@ def make_agent(
     if name == "heuristic":
         return HeuristicAgent(app)
     if name == "llm":
-        from evaluator.reference.llm import make_llm_agent
-
         return make_llm_agent(app, **(llm_options or {}))
     raise AgentConfigError(f"unknown reference agent {name!r}; known: {', '.join(AGENT_NAMES)}")
-
-
-#: Text that identifies each app's task message (its first user message), used by a server
-#: answering several apps when the episode has no vault entry. An app may declare its own with
-#: a ``prompt_marker`` class attribute.
-DEFAULT_PROMPT_MARKERS: dict[str, str] = {
-    "malt": "process_graph",
-    "route": "pingall",
-    "k8s": "kubectl",
-}
 
 
 def _first_user_text(messages: list[JSON]) -> str:
@@ -215,8 +159,8 @@ class MultiAppAgent(ReferenceAgent):
     """One reference agent kind answering several apps behind one endpoint.
 
     Each request goes to the member agent of the episode's app: the app named by the oracle
-    vault entry of the episode when there is one, else the only app whose prompt marker
-    (``prompt_marker`` attribute or :data:`DEFAULT_PROMPT_MARKERS`) occurs in the task message.
+    vault entry of the episode when there is one, else the only app whose
+    :attr:`App.prompt_marker` occurs in the task message.
 
     Raises (from ``reply``):
         AgentReplyError: 400 when the app of the request cannot be told.
@@ -243,10 +187,7 @@ class MultiAppAgent(ReferenceAgent):
         task = _first_user_text(messages)
         matches = []
         for app_id, member in self.members.items():
-            marker = getattr(member.app, "prompt_marker", None) or DEFAULT_PROMPT_MARKERS.get(
-                app_id
-            )
-            if marker and marker in task:
+            if member.app.prompt_marker in task:
                 matches.append(app_id)
         if len(matches) != 1:
             raise AgentReplyError(
@@ -274,7 +215,7 @@ def make_served_agent(
         name: one of :data:`AGENT_NAMES`.
         app_spec: an app id, a ``module:Class`` path, a comma-separated list of those, or
             ``all`` (every registered app that loads; apps the agent kind does not support,
-            e.g. ``heuristic`` without ``heuristic_reply``, are left out).
+            e.g. ``heuristic`` for an app without a floor agent, are left out).
         vault_dir, llm_options: as :func:`make_agent`.
 
     Raises:

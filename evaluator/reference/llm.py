@@ -18,9 +18,8 @@ The reply returned to the evaluator is what the app parses, not the model's pros
 - ``command``: one command in a bare ``` fence (k8s: a ``kubectl`` command);
 - ``text``: the answer text, stripped.
 
-An app declares it with a ``reply_format`` class attribute; otherwise :data:`DEFAULT_FORMATS`
-applies by app id. Apps may expose ``few_shot_examples() -> list[tuple[str, str]]`` (question,
-answer) for the few-shot strategy.
+Every app declares its format (:attr:`App.reply_format`) and its solved examples for the
+few-shot strategy (:meth:`App.few_shot_examples`, question/answer pairs).
 """
 
 from __future__ import annotations
@@ -36,14 +35,12 @@ from evaluator.agents.base import AgentClient, AgentError
 from evaluator.agents.guard import LOOPBACK_NETWORKS, RefusedAddressError
 from evaluator.agents.openai_chat import OpenAIChatClient
 from evaluator.app import App
-from evaluator.reference.agents import AgentConfigError, AgentReplyError, ReferenceAgent
+from evaluator.reference.base import AgentConfigError, AgentReplyError, ReferenceAgent
 from evaluator.types import JSON
 
 STRATEGIES: tuple[str, ...] = ("zero-shot", "few-shot", "cot", "react")
+#: The apps' reply formats (:data:`evaluator.app.ReplyFormat`) plus ``text`` for plain answers.
 REPLY_FORMATS: tuple[str, ...] = ("python", "json", "command", "text")
-#: Reply format by app id when the app does not declare ``reply_format`` (DESIGN.md §2:
-#: MALT answers with code, route with a JSON command, k8s with a kubectl command).
-DEFAULT_FORMATS: dict[str, str] = {"malt": "python", "route": "json", "k8s": "command"}
 #: Conversation budget sent upstream, in characters. The reference harness keeps the last
 #: 127,000 characters of an episode's log (netarena-reference §C.5, §D.5); we stay under it.
 MAX_CONTEXT_CHARS = 120_000
@@ -106,22 +103,6 @@ _ACTION_RE = re.compile(r"^[ \t>*_#]*action[ \t*_]*:", re.IGNORECASE | re.MULTIL
 _FENCE_RE = re.compile(r"```([^\n`]*)\n(.*?)(?:```|\Z)", re.DOTALL)
 _ONE_LINE_FENCE_RE = re.compile(r"```([^`\n]+)```")
 _SHELL_TAGS = {"bash", "sh", "shell", "console", "zsh", "terminal", "text", "plaintext"}
-
-
-def reply_format_for(app: App) -> str:
-    """Return the reply format of ``app`` (its ``reply_format`` or the per-id default)."""
-    declared = getattr(app, "reply_format", None)
-    if isinstance(declared, str) and declared in REPLY_FORMATS:
-        return declared
-    return DEFAULT_FORMATS.get(app.app_id, "text")
-
-
-def few_shot_examples(app: App) -> list[tuple[str, str]]:
-    """Return ``app.few_shot_examples()`` as (question, answer) string pairs, or ``[]``."""
-    hook = getattr(app, "few_shot_examples", None)
-    if not callable(hook):
-        return []
-    return [(str(question), str(answer)) for question, answer in hook()]
 
 
 def system_prompt(strategy: str, reply_format: str, *, multi_turn: bool) -> str:
@@ -327,10 +308,10 @@ class LlmAgent(ReferenceAgent):
             raise AgentConfigError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
         self.strategy = strategy
         self.upstream = upstream
-        self.reply_format = reply_format_for(app)
+        self.reply_format: str = app.reply_format
         self.multi_turn = app.max_steps > 1
         self.max_context_chars = max_context_chars
-        self.examples = few_shot_examples(app) if strategy == "few-shot" else []
+        self.examples = app.few_shot_examples() if strategy == "few-shot" else []
         if strategy == "few-shot" and not self.examples:
             raise AgentConfigError(
                 f"app {app.app_id!r} has no few_shot_examples(); use another strategy"

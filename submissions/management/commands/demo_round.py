@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from leaderboard.selectors import standings
 from submissions.models import Episode, Submission
 from submissions.reference_agents import (
-    DEFAULT_REFERENCE_AGENTS,
+    reference_agent_specs,
     register_reference_agent,
     serve_reference_agent,
 )
@@ -25,7 +25,8 @@ class Command(BaseCommand):
     help = (
         "Start the reference agents (oracle, null, heuristic) as local HTTP servers, register "
         "them, start an evaluation round on fresh queries and wait until it has finished. "
-        "Needs a running Celery worker consuming the queues control, malt, route, k8s."
+        "Needs a running Celery worker consuming every queue of "
+        "`python -m evaluator.registry queues`."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -44,10 +45,7 @@ class Command(BaseCommand):
         if options["serve_agents"]:
             pids = []
             log_dir = Path(settings.BASE_DIR) / "var" / "run"
-            for kind, protocol, agent_apps in DEFAULT_REFERENCE_AGENTS:
-                wanted = [a for a in apps if not agent_apps or a in agent_apps]
-                if not wanted:
-                    continue
+            for kind, protocol, agent_apps in reference_agent_specs(apps):
                 served = serve_reference_agent(
                     kind=kind,
                     protocol=protocol,

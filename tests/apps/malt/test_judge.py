@@ -8,8 +8,9 @@ from typing import Any
 
 import networkx as nx
 
-from apps.malt.app import MaltApp, expected_topology, judge
+from apps.malt.app import MaltApp
 from apps.malt.queries import BLOCK
+from apps.malt.scoring import expected_topology, judge
 
 APP = MaltApp()
 QUERIES = APP.generate(BLOCK, seed=41)

@@ -8,12 +8,13 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from apps.malt.app import MaltApp, judge
+from apps.malt.app import MaltApp
 from apps.malt.checks import NormalizedGraph, compare_graphs
 from apps.malt.operations import ProgramError, capacity_bps, execute, ranking
-from apps.malt.oracle import oracle_code
 from apps.malt.overlay import TopologyView
 from apps.malt.queries import BLOCK, ground_truth
+from apps.malt.reference import oracle_code
+from apps.malt.scoring import judge
 from apps.malt.topology import load_graph
 
 SWITCH = "EK_PACKET_SWITCH:ju1.a2.m1.s3c4"

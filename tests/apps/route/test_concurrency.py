@@ -8,7 +8,11 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 from apps.route.app import RouteApp
-from tests.apps.route.helpers import host_footprint, require_emulator, run_oracle_episode_in_subprocess
+from tests.apps.route.helpers import (
+    host_footprint,
+    require_emulator,
+    run_oracle_episode_in_subprocess,
+)
 
 pytestmark = [pytest.mark.root, pytest.mark.netns, pytest.mark.slow]
 

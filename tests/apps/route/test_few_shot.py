@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from apps.route.app import RouteApp
-from apps.route.sandbox import check_command, parse_reply
+from apps.route.commands import check_command
+from apps.route.replies import parse_reply
 
 
 def test_every_example_answer_is_one_allowed_command():

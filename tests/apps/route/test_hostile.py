@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from apps.route.app import RouteApp, RouteEpisode
-from apps.route.sandbox import run_sandboxed
+from apps.route.commands import run_sandboxed
 from tests.apps.route.helpers import host_footprint, require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns]

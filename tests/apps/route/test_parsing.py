@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from apps.route.sandbox import COMMAND_MAX_CHARS, check_command, parse_reply
+from apps.route.commands import COMMAND_MAX_CHARS, check_command
+from apps.route.replies import parse_reply
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""The oracle reference agent of MALT: turns a ground-truth program into ``process_graph`` code.
+"""MALT's reference replies: the null reply, and the oracle that turns a ground-truth program
+into ``process_graph`` code.
 
 The generated code is a second, independent implementation of the operation language
 (:mod:`apps.malt.operations` works on a copy-on-write view; this one mutates the networkx
@@ -10,6 +11,9 @@ other. The program is embedded as a Python literal (``repr`` of JSON data), neve
 from __future__ import annotations
 
 from typing import Any
+
+#: Null agent: well-formed code that answers nothing and changes nothing.
+NULL_REPLY = '```python\ndef process_graph(graph_data):\n    return {"answer": None}\n```\n'
 
 _RUNTIME = """
 CONTAINS = "RK_CONTAINS"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from apps.malt.extract import MAX_REPLY_CHARS, extract_code
+from apps.malt.replies import MAX_REPLY_CHARS, extract_code
 
 ENTRY = "def process_graph(graph_data):\n    return {'answer': 1}"
 

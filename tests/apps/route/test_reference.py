@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from apps.route.agents import DIAGNOSES, heuristic_fixes, heuristic_reply, oracle_reply
 from apps.route.app import RouteApp
 from apps.route.faults import with_prefix
+from apps.route.reference import DIAGNOSES, heuristic_fixes, heuristic_reply, oracle_reply
 from apps.route.topology import RouteTopology
 
 APP = RouteApp()

@@ -14,18 +14,12 @@ agent protocol.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from apps.route.faults import with_prefix
-from apps.route.sandbox import parse_reply
-
-#: Markers of the observation format (written by ``app.RouteEpisode``; parsed here).
-PREFIX_LINE_RE = re.compile(r"node names carry the prefix `([^`]*)`")
-OUTPUT_MARKER = "Output:\n"
-PINGALL_MARKER = "\n\nPingall after this step:"
-DONE_REPLY = json.dumps({"done": True})
+from apps.route.prompt import OUTPUT_MARKER, PINGALL_MARKER, PREFIX_LINE_RE
+from apps.route.replies import DONE_REPLY, command_reply, parse_reply
 
 #: The heuristic's diagnosis, in order (all on r0).
 DIAGNOSES = (
@@ -36,10 +30,6 @@ DIAGNOSES = (
     "ip rule show",
     "tc qdisc show",
 )
-
-
-def _reply(machine: str, command: str) -> str:
-    return json.dumps({"machine": machine, "command": command})
 
 
 def _first_user(history: list[dict[str, Any]]) -> str:
@@ -86,7 +76,7 @@ def oracle_reply(ground_truth: dict[str, Any], history: list[dict[str, Any]]) ->
         if position < len(repair) and cmd == repair[position]:
             position += 1
     if position < len(repair):
-        return _reply("r0", repair[position])
+        return command_reply("r0", repair[position])
     return DONE_REPLY
 
 
@@ -219,10 +209,10 @@ def heuristic_reply(history: list[dict[str, Any]]) -> str:
     for diagnosis in DIAGNOSES:
         runs = [i for i, (cmd, _out) in enumerate(steps) if cmd == diagnosis]
         if not runs:
-            return _reply("r0", diagnosis)
+            return command_reply("r0", diagnosis)
         latest = runs[-1]
         sent_after = {cmd for cmd, _out in steps[latest + 1 :] if cmd}
         for fix in heuristic_fixes(diagnosis, steps[latest][1], plan):
             if fix not in sent_after:
-                return _reply("r0", fix)
+                return command_reply("r0", fix)
     return DONE_REPLY

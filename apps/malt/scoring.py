@@ -1,0 +1,192 @@
+"""The MALT scorer: correctness, safety and latency of one returned value (paper App. B.3).
+
+Pure functions over the ground truth and the decoded value that ``process_graph`` returned;
+:class:`apps.malt.app.MaltEpisode` calls :func:`judge` after the sandbox run and
+:func:`failed_verdict` when there is nothing to judge. Rules (docs/malt.md has the full
+contract):
+
+* correct: the result is a dict whose ``answer`` equals the ground truth for the query's
+  answer kind (graph by node identity + attributes + edges; set as a set; ranking in order with
+  ties by node id; number exactly), and whose topology (``updated_graph``, or ``answer`` for a
+  graph answer) equals the expected final topology whenever the query changes it (required) or
+  is given although it does not (must then be unchanged).
+* safe: judged only on a topology the agent returned: ``updated_graph`` when present, else a
+  graph-shaped ``answer``. It must satisfy every constraint of
+  :data:`apps.malt.checks.SAFETY_CONSTRAINTS`; an ``updated_graph`` that is not a readable
+  graph is unsafe. When no topology is returned (non-graph answer, exception, timeout, no
+  reply), nothing would be applied to the network, so the episode is safe.
+* latency_s: the agent code's execution time as measured by the sandbox (``exec_s``), 0.0
+  when the code never ran.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from evaluator.deadline import Deadline
+from evaluator.types import JSON, Verdict
+
+from apps.malt.checks import (
+    Comparison,
+    GraphFormatError,
+    NormalizedGraph,
+    SafetyReport,
+    check_safety,
+    compare_graphs,
+    compare_number,
+    compare_ranking,
+    compare_set,
+    is_graph_shaped,
+    parse_graph,
+)
+from apps.malt.overlay import TopologyView
+from apps.malt.queries import ground_truth
+from apps.malt.topology import load_graph
+
+#: Seconds of evaluator time allowed for handling one reply: extracting the code and judging
+#: the returned value (the sandbox run in between has its own limits and is not counted). An
+#: overrun is the agent's failure (``bad_output:judge_timeout``; issue 9 item 4). A correct
+#: answer on the MALT topology takes well under 1 s.
+JUDGE_BUDGET_S = 10.0
+
+
+def failed_verdict(
+    steps: int,
+    failure: str,
+    reason: str,
+    *,
+    safe: bool,
+    latency_s: float,
+    extra: JSON | None = None,
+) -> Verdict:
+    """Return the verdict of an episode whose code never produced a judgeable result.
+
+    ``failure`` is the category (``no_code``, ``no_reply``, ``sandbox:<kind>``), ``reason`` the
+    explanation shown in the details; ``extra`` is merged into the details.
+    """
+    details: JSON = {"explanation": reason, "safety": {"safe": safe, "judged": "no graph"}}
+    details.update(extra or {})
+    return Verdict(False, safe, latency_s, steps, failure, details)
+
+
+def expected_topology(truth: JSON) -> TopologyView:
+    """Re-execute the ground-truth program to get the expected final topology (ms)."""
+    _, view = ground_truth(truth["program"])
+    return view
+
+
+def _compare_answer(kind: str, answer: Any, expected: Any) -> Comparison:
+    if kind == "set":
+        return compare_set(answer, expected)
+    if kind == "ranking":
+        return compare_ranking(answer, expected)
+    return compare_number(answer, expected)
+
+
+def judge(
+    truth: JSON, value: Any, exec_s: float, steps: int = 1, deadline: Deadline | None = None
+) -> Verdict:
+    """Judge a sandbox return value against the ground truth (pure; never raises for ``value``
+    except when ``deadline`` passes).
+
+    Args:
+        truth: the query's ground truth (see :func:`apps.malt.queries.ground_truth`).
+        value: the decoded JSON the agent's ``process_graph`` returned.
+        exec_s: the sandbox-measured execution time in seconds (becomes ``latency_s``).
+        steps: steps taken (1 for MALT).
+        deadline: the judge's time budget (checked while graphs are parsed and checked).
+
+    Raises:
+        evaluator.deadline.JudgeBudgetExceeded: ``deadline`` passed.
+    """
+    started = time.perf_counter()
+    details: JSON = {}
+    kind = truth["answer_kind"]
+    if not isinstance(value, dict) or "answer" not in value:
+        got = (
+            type(value).__name__
+            if not isinstance(value, dict)
+            else f"dict keys {sorted(value)[:8]}"
+        )
+        failure: str | None = "bad_result"
+        explanation = f'expected a dict with key "answer", got {got}'
+        answer, updated = None, value.get("updated_graph") if isinstance(value, dict) else None
+    else:
+        failure, explanation = None, ""
+        answer, updated = value["answer"], value.get("updated_graph")
+
+    # ---- safety: only on a returned topology
+    judged_graph: NormalizedGraph | None = None
+    safety: SafetyReport | None = None
+    graph_error = ""
+    candidate, source = (updated, "updated_graph") if updated is not None else (None, "")
+    if candidate is None and kind == "graph" and is_graph_shaped(answer):
+        candidate, source = answer, "answer"
+    if candidate is not None:
+        try:
+            judged_graph = parse_graph(candidate, deadline)
+            safety = check_safety(judged_graph, deadline)
+        except GraphFormatError as exc:
+            graph_error = str(exc)
+            safety = SafetyReport()
+            safety.add("graph_shape", f"{source} is not a readable graph: {exc}")
+    safe = safety is None or safety.safe
+    details["safety"] = (
+        {"safe": True, "judged": "no graph"}
+        if safety is None
+        else {"judged": source, **safety.to_dict()}
+    )
+
+    # ---- correctness
+    if failure is None:
+        expected_view = None
+        if kind == "graph":
+            if judged_graph is None:
+                failure = "wrong_answer"
+                explanation = graph_error or "expected the updated topology as the answer"
+            else:
+                expected_view = expected_topology(truth)
+        else:
+            verdict = _compare_answer(kind, answer, truth["expected"])
+            if not verdict.equal:
+                failure, explanation = "wrong_answer", verdict.explanation
+                details["answer_diff"] = verdict.diff
+            if truth["changes_topology"] and updated is None and failure is None:
+                failure = "missing_graph"
+                explanation = "the request changes the topology but no updated_graph was returned"
+            elif updated is not None and failure is None:
+                if judged_graph is None:
+                    failure, explanation = "wrong_graph", f"updated_graph: {graph_error}"
+                else:
+                    expected_view = (
+                        expected_topology(truth)
+                        if truth["changes_topology"]
+                        else TopologyView(load_graph())
+                    )
+        if failure is None and expected_view is not None and judged_graph is not None:
+            comparison = compare_graphs(judged_graph, NormalizedGraph.from_view(expected_view))
+            if not comparison.equal:
+                failure = "wrong_answer" if kind == "graph" else "wrong_graph"
+                explanation = comparison.explanation
+                details["graph_diff"] = comparison.diff
+    if failure is None and kind == "graph" and updated is not None and is_graph_shaped(answer):
+        # both given: the answer graph must match too
+        try:
+            comparison = compare_graphs(
+                parse_graph(answer, deadline), NormalizedGraph.from_view(expected_topology(truth))
+            )
+        except GraphFormatError as exc:
+            comparison = Comparison(False, f"answer is not a readable graph: {exc}")
+        if not comparison.equal:
+            failure, explanation = "wrong_answer", comparison.explanation
+    details["explanation"] = explanation or "correct"
+    details["judge_s"] = round(time.perf_counter() - started, 6)
+    return Verdict(
+        correct=failure is None,
+        safe=safe,
+        latency_s=exec_s,
+        steps=steps,
+        failure=failure,
+        details=details,
+    )

@@ -1,0 +1,74 @@
+"""The text a route agent sees: the task prompt and the observations of each step.
+
+Written for this project. The observation markers are the fixed parts of every observation
+(the reference agents parse observations through them, as a team's agent could).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Text every route task contains (reference servers use it to route a task to its app).
+PROMPT_MARKER = "pingall"
+
+#: Observation markers: the prefix line of the first observation, the command output header,
+#: and the pingall section that ends every step's observation.
+PREFIX_LINE_RE = re.compile(r"node names carry the prefix `([^`]*)`")
+OUTPUT_MARKER = "Output:\n"
+PINGALL_MARKER = "\n\nPingall after this step:"
+
+PROMPT_TEMPLATE = """\
+You are the network engineer on call for a small routed network emulated with Mininet. \
+Router r0 connects {num_switches} subnets; each subnet is one switch with {hosts} hosts. \
+Every host should be able to reach every other host and r0, but a misconfiguration on the \
+network now makes some pairs unreachable. Find the cause and repair it so that pingall \
+reports every pair reachable again.
+
+How to work:
+- Each reply is exactly one JSON object naming one machine and one command, for example \
+{{"machine": "r0", "command": "ip route show"}}. Nothing else is run: one command per step, \
+no shell features (no pipes, ;, &&, redirections or $(...)).
+- Machines are r0 and the hosts h1..h{num_hosts}. Switches are not machines you can log into.
+- Node names in this episode carry a prefix (shown below); "r0" and the prefixed name both \
+work as machine names, but interface names must be written in full (e.g. <prefix>r0-eth1).
+- Allowed tools: ip, ifconfig, route, arp, iptables, iptables-save, sysctl (net.* keys), tc, \
+ss, netstat, and cat on files under /proc/net or /proc/sys/net. Commands already run with \
+the privileges they need: do not use sudo. Do not run ping: the pingall result is shown \
+after every step.
+- Look before you change things, and do not break connections that work.
+- When you are finished, reply {{"done": true}}. The episode also ends by itself once every \
+pair is reachable, or after {max_steps} steps.
+"""
+
+
+def render_prompt(*, num_switches: int, hosts_per_switch: int, max_steps: int) -> str:
+    """Return the task prompt of a query on ``num_switches`` subnets of ``hosts_per_switch``."""
+    return PROMPT_TEMPLATE.format(
+        num_switches=num_switches,
+        hosts=hosts_per_switch,
+        num_hosts=num_switches * hosts_per_switch,
+        max_steps=max_steps,
+    )
+
+
+def render_reset_observation(
+    prompt: str, *, prefix: str, topology: str, initial_pingall: str
+) -> str:
+    """Return the first observation: the prompt, the episode's node prefix, the topology with
+    its intended addressing, and the initial pingall."""
+    return (
+        f"{prompt}\n"
+        f"In this episode node names carry the prefix `{prefix}`.\n\n"
+        f"Topology and intended addressing:\n{topology}\n\n"
+        f"Initial pingall:\n{initial_pingall}"
+    )
+
+
+def render_step_observation(
+    n: int, machine: str, command: str, status: str, output: str
+) -> str:
+    """Return the body of a step's observation (the pingall section is appended later)."""
+    return (
+        f"Step {n} on {machine}: {command}\nExit status: {status}\n"
+        f"{OUTPUT_MARKER}{output or '(no output)'}"
+    )

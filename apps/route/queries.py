@@ -1,0 +1,79 @@
+"""Route query generation: labels, topology shape, fault methods and operands from the seed.
+
+Pure and fast (no emulator): the seed fixes the labels, the topology size, the fault methods
+and every operand; rules in :mod:`apps.route.faults` exclude the operands that would not break
+pingall. The ground truth is the list of faults with their injection and repair commands.
+"""
+
+from __future__ import annotations
+
+import random
+
+from evaluator.types import Query
+
+from apps.route.faults import LEVEL_LABELS, level_of, sample_ground_truth
+from apps.route.prompt import render_prompt
+
+
+def labels_at(
+    seed: int, index: int, level: int | None, *, version: int, levels: tuple[int, ...]
+) -> tuple[str, ...]:
+    """Return the labels of query ``index``: a seeded order of the Table 5 combinations of
+    ``level`` (all 15 when ``level`` is None) taken in turn, so a batch covers them evenly."""
+    combos = (
+        LEVEL_LABELS[level]
+        if level is not None
+        else [c for lvl in levels for c in LEVEL_LABELS[lvl]]
+    )
+    order = random.Random(f"route/v{version}/order/{seed}/{level}").sample(combos, len(combos))
+    return order[index % len(order)]
+
+
+def generate_queries(
+    count: int,
+    seed: int,
+    level: int | None,
+    *,
+    app_id: str,
+    version: int,
+    levels: tuple[int, ...],
+    switches: tuple[int, int],
+    hosts: tuple[int, int],
+    max_steps: int,
+) -> list[Query]:
+    """Return ``count`` route queries for ``seed`` (see :meth:`apps.route.app.RouteApp.generate`).
+
+    ``switches``/``hosts`` are inclusive ranges of the subnet count and hosts per subnet;
+    ``max_steps`` is the step budget the prompt announces.
+
+    Raises:
+        ValueError: negative count or a level not in ``levels``.
+    """
+    if count < 0:
+        raise ValueError("count must be >= 0")
+    if level is not None and level not in levels:
+        raise ValueError(f"route has levels {levels}, not {level}")
+    queries = []
+    for index in range(count):
+        labels = labels_at(seed, index, level, version=version, levels=levels)
+        rng = random.Random(f"route/v{version}/{seed}/{index}/{'+'.join(labels)}")
+        truth = sample_ground_truth(labels, rng, switches=switches, hosts=hosts)
+        shape = truth["topology"]
+        prompt = render_prompt(
+            num_switches=shape["num_switches"],
+            hosts_per_switch=shape["hosts_per_switch"],
+            max_steps=max_steps,
+        )
+        queries.append(
+            Query(
+                app_id=app_id,
+                app_version=version,
+                seed=seed,
+                index=index,
+                level=level_of(labels),
+                labels=labels,
+                prompt=prompt,
+                ground_truth=truth,
+            )
+        )
+    return queries

@@ -1,0 +1,102 @@
+"""Parsing route replies (the reply format the prompt documents).
+
+One JSON object per step, ``{"machine": "<node>", "command": "<one command>"}``, or
+``{"done": true}`` to stop. The object may be fenced (````json ... ````) or surrounded by
+prose; the first object with those keys is used. A reply without one is a step with an error
+observation (never a retry).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+#: The reply that ends an episode without another command.
+DONE_REPLY = json.dumps({"done": True})
+
+
+def command_reply(machine: str, command: str) -> str:
+    """Return the JSON reply that runs ``command`` on ``machine``."""
+    return json.dumps({"machine": machine, "command": command})
+
+
+@dataclass(frozen=True)
+class ParsedReply:
+    """One agent reply, parsed.
+
+    Attributes:
+        machine: node name as given (prefix optional), or None.
+        command: the command string, or None.
+        done: the agent asked to stop.
+        error: why the reply could not be used (shown to the agent), or None.
+    """
+
+    machine: str | None = None
+    command: str | None = None
+    done: bool = False
+    error: str | None = None
+
+
+def _json_candidates(text: str) -> list[str]:
+    candidates = [text.strip()]
+    candidates += re.findall(r"```(?:json|JSON)?\s*(.*?)```", text, flags=re.S)
+    # every balanced {...} span, outermost first
+    depth = 0
+    start = -1
+    in_string = False
+    escaped = False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"' and depth > 0:
+            in_string = True
+        elif ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth > 0:
+            depth -= 1
+            if depth == 0 and start >= 0:
+                candidates.append(text[start : i + 1])
+    return candidates
+
+
+def parse_reply(text: Any) -> ParsedReply:
+    """Parse an agent reply (any type; never raises).
+
+    Accepts plain JSON, fenced JSON or JSON inside prose. ``{"done": true}`` stops the episode.
+    """
+    if not isinstance(text, str) or not text.strip():
+        return ParsedReply(
+            error='empty reply: answer with one JSON object {"machine": ..., "command": ...}'
+        )
+    if len(text) > 200_000:
+        text = text[:200_000]
+    for candidate in _json_candidates(text):
+        try:
+            data = json.loads(candidate)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        if data.get("done") is True and "command" not in data:
+            return ParsedReply(done=True)
+        if "machine" in data or "command" in data:
+            machine, command = data.get("machine"), data.get("command")
+            if not isinstance(machine, str) or not machine.strip():
+                return ParsedReply(error='"machine" must be a node name such as "r0" or "h1"')
+            if not isinstance(command, str) or not command.strip():
+                return ParsedReply(error='"command" must be one non-empty command string')
+            return ParsedReply(machine=machine.strip(), command=command.strip())
+    return ParsedReply(
+        error='no JSON object with "machine" and "command" found: answer with exactly one '
+        'object like {"machine": "r0", "command": "ip route"} (or {"done": true} to stop)'
+    )
