@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 import shlex
+import subprocess
 import time
 from typing import Any, ClassVar
 
@@ -44,16 +45,17 @@ from apps.route.topology import RouteTopology
 
 PROMPT_TEMPLATE = """\
 You are the network engineer on call for a small routed network emulated with Mininet. \
-Router r0 connects {num_switches} subnets; each subnet is one switch with {hosts} hosts. \
-Every host should be able to reach every other host and r0, but a misconfiguration on the \
-network now makes some pairs unreachable. Find the cause and repair it so that pingall \
-reports every pair reachable again.
+{routers_sentence} {num_switches} subnets; each subnet is one switch with {hosts} hosts. \
+Every host should be able to reach every other host and every router, but a misconfiguration \
+somewhere in the network (on a router or on a host) now makes some pairs unreachable. Find the \
+cause and repair it so that pingall reports every pair reachable again.
 
 How to work:
 - Each reply is exactly one JSON object naming one machine and one command, for example \
 {{"machine": "r0", "command": "ip route show"}}. Nothing else is run: one command per step, \
 no shell features (no pipes, ;, &&, redirections or $(...)).
-- Machines are r0 and the hosts h1..h{num_hosts}. Switches are not machines you can log into.
+- Machines are the routers ({router_names}) and the hosts h1..h{num_hosts}. Switches are not \
+machines you can log into.
 - Node names in this episode carry a prefix (shown below); "r0" and the prefixed name both \
 work as machine names, but interface names must be written in full (e.g. <prefix>r0-eth1).
 - Allowed tools: ip, ifconfig, route, arp, iptables, iptables-save, sysctl (net.* keys), tc, \
@@ -87,10 +89,7 @@ class RouteEpisode(Episode):
         self.probe_timeout_s = probe_timeout_s
         self.command_timeout_s = command_timeout_s
         self.output_cap_bytes = output_cap_bytes
-        shape = query.ground_truth["topology"]
-        self.network = RouteNetwork(
-            RouteTopology(int(shape["num_switches"]), int(shape["hosts_per_switch"]))
-        )
+        self.network = RouteNetwork(RouteTopology.from_dict(query.ground_truth["topology"]))
         self._reset_done = False
         self._ended = False
         self._steps = 0
@@ -147,19 +146,27 @@ class RouteEpisode(Episode):
                 f"fresh network is not fully connected ({healthy.loss_percent:.1f}% lost); "
                 "is the host's FORWARD policy dropping bridged traffic?"
             )
-        for fault in self.query.ground_truth["faults"]:
-            for command in fault["inject"]:
-                status, output = self.network.exec(
-                    topo.router, shlex.split(with_prefix(command, topo.prefix))
-                )
-                if status != 0:
-                    self.close()
-                    raise EmulatorError(f"fault injection failed: {command}: {output}")
-        if any(f["label"] == "DT" and f["method"] == 4 for f in self.query.ground_truth["faults"]):
+        truth = self.query.ground_truth
+        changes = [(d["machine"], d["command"]) for d in truth.get("distractors", [])]
+        changes += [
+            (fault.get("machine", "r0"), command)
+            for fault in truth["faults"]
+            for command in fault["inject"]
+        ]
+        for machine, command in changes:
+            status, output = self.network.exec(
+                topo.prefix + machine, shlex.split(with_prefix(command, topo.prefix))
+            )
+            if status != 0:
+                self.close()
+                raise EmulatorError(f"fault injection failed on {machine}: {command}: {output}")
+        if any(f["label"] == "DT" and f["method"] == 4 for f in truth["faults"]):
             # drain the shaper's token bucket, so that the one frame its burst lets through
             # does not count a pair as reachable in the baseline of the safety check
             self._probe()
-        self._initial = self._last = self._probe(settle_on=topo.router)
+        for machine in {fault.get("machine", "r0") for fault in truth["faults"]}:
+            self._settle_s += self.network.wait_links_settled(topo.prefix + machine)
+        self._initial = self._last = self._probe()
         if self._initial.lost == 0:
             self.close()
             raise EmulatorError(f"injected faults {self.query.label} did not break pingall")
@@ -213,12 +220,21 @@ class RouteEpisode(Episode):
             return self._finish_step(n, f"Step {n}: refused: {reason}", info)
         before_state = self.network.fingerprint_parts(machine)
         before = self._last
-        result = run_sandboxed(
-            self.network.pid_of(machine),
-            argv,
-            timeout_s=self.command_timeout_s,
-            output_cap_bytes=self.output_cap_bytes,
-        )
+        try:
+            result = run_sandboxed(
+                self.network.pid_of(machine),
+                argv,
+                timeout_s=self.command_timeout_s,
+                output_cap_bytes=self.output_cap_bytes,
+            )
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            # agent text that the allow-list passed but the OS would not run (never expected:
+            # control characters are refused) is a refused step, never a crash of the run
+            self._refused += 1
+            info["error"] = "refused"
+            return self._finish_step(
+                n, f"Step {n}: refused: the command could not be run ({type(exc).__name__})", info
+            )
         after_state = self.network.fingerprint_parts(machine)
         changed = after_state != before_state
         # link or qdisc changes take effect through the kernel's link-watch (<= 1 s later)
@@ -307,14 +323,16 @@ class RouteApp(App):
     """Routing misconfiguration troubleshooting (paper Appendix C, Table 5).
 
     Args:
-        switches: inclusive range of the subnet count S (paper: 2-4; larger is a knob).
-        hosts: inclusive range of hosts per subnet H (paper: 2-4).
+        switches: inclusive range of the subnet count S (default: the level's, see
+            ``faults.LEVEL_SHAPES``; the paper's 2-4 at level 1).
+        hosts: inclusive range of hosts per subnet H (default: the level's).
         max_steps: step budget of an episode (default 10, the reference's ``max_iterations``).
         probe_timeout_s: pingall wait per attempt in seconds (default 0.2).
     """
 
     app_id: ClassVar[str] = "route"
-    version: ClassVar[int] = 1
+    #: 2: faults on any node and interface, more methods, distractors, topologies by level
+    version: ClassVar[int] = 2
     levels: ClassVar[tuple[int, ...]] = (1, 2, 3)
     max_steps: ClassVar[int] = 10
     needs_root: ClassVar[bool] = True
@@ -323,13 +341,14 @@ class RouteApp(App):
 
     def __init__(
         self,
-        switches: tuple[int, int] = (2, 4),
-        hosts: tuple[int, int] = (2, 4),
+        switches: tuple[int, int] | None = None,
+        hosts: tuple[int, int] | None = None,
         max_steps: int | None = None,
         probe_timeout_s: float = PROBE_TIMEOUT_S,
     ) -> None:
-        if not (1 <= switches[0] <= switches[1]) or not (1 <= hosts[0] <= hosts[1]):
-            raise ValueError("switches/hosts must be increasing ranges of positive integers")
+        for bounds in (switches, hosts):
+            if bounds is not None and not 1 <= bounds[0] <= bounds[1]:
+                raise ValueError("switches/hosts must be increasing ranges of positive integers")
         self.switches = switches
         self.hosts = hosts
         self.step_budget = max_steps or type(self).max_steps
@@ -364,7 +383,16 @@ class RouteApp(App):
             rng = random.Random(f"route/v{self.version}/{seed}/{index}/{'+'.join(labels)}")
             truth = sample_ground_truth(labels, rng, switches=self.switches, hosts=self.hosts)
             shape = truth["topology"]
+            routers = int(shape.get("num_routers", 1))
+            names = ", ".join(f"r{i}" for i in range(routers))
             prompt = PROMPT_TEMPLATE.format(
+                routers_sentence=(
+                    "Router r0 connects"
+                    if routers == 1
+                    else f"Routers {names} (r0 is the core; the others reach it over "
+                    "point-to-point links) connect"
+                ),
+                router_names=names,
                 num_switches=shape["num_switches"],
                 hosts=shape["hosts_per_switch"],
                 num_hosts=shape["num_switches"] * shape["hosts_per_switch"],
