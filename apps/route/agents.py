@@ -97,8 +97,8 @@ def oracle_reply(ground_truth: dict[str, Any], history: list[dict[str, Any]]) ->
         )
         repair.append((machine, with_prefix(command, prefix)))
     position = 0
-    for machine, command in _sent(history):
-        if position < len(repair) and (machine, command) == repair[position]:
+    for sent in _sent(history):
+        if position < len(repair) and sent == repair[position]:
             position += 1
     if position < len(repair):
         return _reply(*repair[position])

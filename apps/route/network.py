@@ -355,7 +355,7 @@ class RouteNetwork:
         """
         script = "; echo @@; ".join(
             [
-                "ip -d link show",
+                "ip -d link show 2>/dev/null",  # stderr: transient peer-netns notes
                 "ip -4 addr show",
                 "ip -4 route show table all",
                 "ip -4 rule show",

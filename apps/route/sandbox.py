@@ -57,6 +57,7 @@ SANDBOX_ETC_FILES = (
     "/etc/nsswitch.conf", "/etc/networks", "/etc/ethertypes", "/etc/passwd", "/etc/group",
 )  # fmt: skip
 
+
 @dataclass(frozen=True)
 class ParsedReply:
     """One agent reply, parsed.

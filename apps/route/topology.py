@@ -282,9 +282,7 @@ def build_mininet_topo(topology: RouteTopology) -> Any:
 
     api = mininet_api()
     topo = api["Topo"]()
-    routers = [
-        topo.addNode(name, cls=api["Node"], ip=None) for name in topology.routers()
-    ]
+    routers = [topo.addNode(name, cls=api["Node"], ip=None) for name in topology.routers()]
     for t in range(1, topology.num_routers):
         near, far = topology.transit_intfs(t)
         near_ip, far_ip = topology.transit_ips(t)

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 
@@ -45,7 +46,7 @@ def _emulator() -> None:
 
 
 @pytest.fixture
-def episode(monkeypatch: pytest.MonkeyPatch) -> RouteEpisode:
+def episode(monkeypatch: pytest.MonkeyPatch) -> Iterator[RouteEpisode]:
     monkeypatch.setenv("DATABASE_URL", SECRET)
     monkeypatch.setenv("DJANGO_SECRET_KEY", "k3y-" + SECRET)
     query = APP.generate(1, seed=91, level=1)[0]
