@@ -16,7 +16,7 @@ from evaluator.evaluation import evaluate_agent
 from evaluator.oracle_vault import OracleVault
 from evaluator.registry import app_ids
 from evaluator.report import format_summary_table, write_result_file
-from evaluator.runner import EpisodeResult
+from evaluator.types import EpisodeResult, new_seed
 
 
 def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +27,12 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
         "--apps", default="malt", help="comma-separated app ids: " + ",".join(app_ids())
     )
     parser.add_argument("--queries", type=int, default=20, help="queries per app (default 20)")
-    parser.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="generation seed (default: a fresh random 128-bit seed, written to the result file)",
+    )
     parser.add_argument(
         "--level", type=int, choices=[1, 2, 3], default=None, help="only this level"
     )
@@ -99,7 +104,7 @@ def run_evaluate(options: argparse.Namespace, out: object = sys.stdout) -> int:
         mark = "ok " if result.correct else "FAIL"
         safe = "safe" if result.safe else "UNSAFE"
         write(
-            f"{mark} {safe:6} {result.app:<5} L{result.level} {'+'.join(result.labels):<16} "
+            f"{mark} {safe:6} {result.app_id:<5} L{result.level} {result.label:<16} "
             f"{result.query_id} steps={result.steps} latency={result.latency_s:.3f}s"
             f"{'' if result.failure is None else ' failure=' + result.failure}\n"
         )
@@ -110,7 +115,7 @@ def run_evaluate(options: argparse.Namespace, out: object = sys.stdout) -> int:
             client,
             requested,
             queries_per_app=options.queries,
-            seed=options.seed,
+            seed=options.seed if options.seed is not None else new_seed(),
             level=options.level,
             vault=vault,
             concurrency=options.concurrency,

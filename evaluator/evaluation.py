@@ -6,59 +6,19 @@ episode per task instead.
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from evaluator.agents.base import AgentClient
-from evaluator.app import App, EmulatorError
+from evaluator.app import App
 from evaluator.oracle_vault import OracleVault
 from evaluator.registry import get_app
 from evaluator.report import FORMAT_VERSION, summarize
-from evaluator.runner import EpisodeResult, run_episode
-from evaluator.types import JSON, Query
-
-logger = logging.getLogger(__name__)
-
-#: An episode whose emulator failed is tried this many times before it is recorded as an
-#: infrastructure failure (excluded from the agent's statistics).
-INFRASTRUCTURE_ATTEMPTS = 2
-
-
-def infrastructure_failure(query: Query, message: str) -> EpisodeResult:
-    """Record for an episode the evaluator itself could not run (not the agent's fault)."""
-    return EpisodeResult.for_query(
-        query,
-        correct=False,
-        safe=False,
-        latency_s=0.0,
-        wall_s=0.0,
-        agent_s=0.0,
-        steps=0,
-        failure="infrastructure",
-        details={"error": message[:2000]},
-    )
-
-
-def run_episode_guarded(
-    app: App,
-    query: Query,
-    client: AgentClient,
-    *,
-    vault: OracleVault | None = None,
-    max_steps: int | None = None,
-) -> EpisodeResult:
-    """``run_episode`` with retries on emulator failures; never raises ``EmulatorError``."""
-    last_error = ""
-    for attempt in range(1, INFRASTRUCTURE_ATTEMPTS + 1):
-        try:
-            return run_episode(app, query, client, vault=vault, max_steps=max_steps)
-        except EmulatorError as exc:
-            last_error = f"{type(exc).__name__}: {exc}"
-            logger.warning("episode %s attempt %d: %s", query.query_id, attempt, last_error)
-    return infrastructure_failure(query, last_error)
+from evaluator.runner import new_episode_id, run_episode_guarded
+from evaluator.types import JSON, EpisodeResult, Query
 
 
 def evaluate_agent(
@@ -75,8 +35,12 @@ def evaluate_agent(
 ) -> JSON:
     """Generate ``queries_per_app`` queries per app and run them with ``client``.
 
+    With ``vault``, each episode's query is deposited in it for the episode's duration (for a
+    locally served oracle reference agent).
+
     Returns the result document (see :mod:`evaluator.report`); infrastructure failures are
-    listed among the episodes with ``failure == "infrastructure"`` and left out of the summary.
+    listed among the episodes (``infrastructure`` set, ``failure == "infrastructure"``) and
+    left out of the summary.
 
     Raises:
         UnknownAppError: an app id is not registered or cannot be imported.
@@ -92,14 +56,21 @@ def evaluate_agent(
 
     def work(job: tuple[App, Query]) -> EpisodeResult:
         app, query = job
-        return run_episode_guarded(app, query, client, vault=vault, max_steps=max_steps)
+        episode_id = new_episode_id()
+        deposit = (
+            vault.deposit(query, episode_id) if vault is not None else contextlib.nullcontext()
+        )
+        with deposit:
+            return run_episode_guarded(
+                app, query, client, max_steps=max_steps, episode_id=episode_id
+            )
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         for result in pool.map(work, jobs):
             results.append(result)
             if on_result is not None:
                 on_result(result)
-    scored = [r for r in results if r.failure != "infrastructure"]
+    scored = [r for r in results if r.scored]
     return {
         "format_version": FORMAT_VERSION,
         "agent": client.describe(),

@@ -4,6 +4,11 @@ deployment's own oracle reference agent.
 Only evaluations of reference agents are run with a vault (the CLI's ``--oracle-vault`` or the
 site's reference rows); a team's agent never gets one, and the token it sees is random, so it
 cannot derive the ground truth. Files are written atomically with mode 0600.
+
+The caller holds the deposit around the episode; the runner knows nothing of the vault::
+
+    with vault.deposit(query) as episode_id:
+        result = run_episode(app, query, client, episode_id=episode_id)
 """
 
 from __future__ import annotations
@@ -12,8 +17,11 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from evaluator.runner import new_episode_id
 from evaluator.types import Query
 
 _TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{8,128}$")
@@ -42,6 +50,23 @@ class OracleVault:
         with os.fdopen(fd, "w") as handle:
             json.dump(query.to_dict(), handle)
         os.replace(tmp, target)
+
+    @contextmanager
+    def deposit(self, query: Query, episode_id: str | None = None) -> Iterator[str]:
+        """Hold ``query`` in the vault for the duration of the ``with`` block.
+
+        Yields the episode id (the token the agent client sends; default: a fresh random
+        128-bit token) and removes the entry when the block ends, however it ends.
+
+        Raises:
+            ValueError: malformed ``episode_id``.
+        """
+        episode_id = episode_id or new_episode_id()
+        self.put(episode_id, query)
+        try:
+            yield episode_id
+        finally:
+            self.discard(episode_id)
 
     def get(self, episode_id: str) -> Query | None:
         """Return the stored query, or ``None`` if there is none (or the id is malformed)."""

@@ -1,11 +1,12 @@
 """Result files and summaries: aggregate episode results per app, level and label.
 
-The result file written by ``evaluate --json OUT`` (format version 1; docs/result-format.md)::
+The result file written by ``evaluate --json OUT`` (format version 2; docs/result-format.md)::
 
-    {"format_version": 1, "agent": {...}, "apps": [{"app_id", "version", "levels"}...],
+    {"format_version": 2, "agent": {...}, "apps": [{"app_id", "version", "levels"}...],
      "run": {"seed", "queries_per_app", "level", "started_at", "finished_at"},
      "episodes": [EpisodeResult.to_dict()...],
-     "summary": {"<app>": {"all": Group, "levels": {"1": Group...}, "labels": {"add": Group...}}}}
+     "summary": {"<app_id>": {"all": Group, "levels": {"1": Group...},
+                              "labels": {"<label>": Group...}}}}
 
 where a Group is ``{"n", "correctness": Interval, "safety": Interval, "correctness_sem":
 Interval, "safety_sem": Interval, "latency_s": Interval, "wall_s": Interval, "steps_mean"}``.
@@ -18,11 +19,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from evaluator.runner import EpisodeResult
 from evaluator.stats import mean_interval, sem_interval, wilson_interval
-from evaluator.types import JSON
+from evaluator.types import JSON, EpisodeResult
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def summarize_group(results: Sequence[EpisodeResult]) -> JSON:
@@ -43,17 +43,21 @@ def summarize_group(results: Sequence[EpisodeResult]) -> JSON:
 
 
 def summarize(results: Iterable[EpisodeResult]) -> JSON:
-    """Summaries per app: overall, per level and per label (``"remove+count"``)."""
+    """Summaries per app id: overall, per level and per label (``"remove+count"``).
+
+    ``summary[app_id]["labels"]`` maps each label (the ``+``-joined labels of a query) to its
+    group.
+    """
     by_app: dict[str, list[EpisodeResult]] = defaultdict(list)
     for result in results:
-        by_app[result.app].append(result)
+        by_app[result.app_id].append(result)
     summary: JSON = {}
     for app_id, app_results in by_app.items():
         levels: dict[int, list[EpisodeResult]] = defaultdict(list)
         labels: dict[str, list[EpisodeResult]] = defaultdict(list)
         for result in app_results:
             levels[result.level].append(result)
-            labels["+".join(result.labels)].append(result)
+            labels[result.label].append(result)
         summary[app_id] = {
             "all": summarize_group(app_results),
             "levels": {str(k): summarize_group(v) for k, v in sorted(levels.items())},

@@ -1,78 +1,64 @@
-"""The episode runner: drives one query through an app episode and an agent client."""
+"""The episode runner: drives one query through an app episode and an agent client.
+
+:func:`run_episode` runs one episode and lets emulator faults raise; :func:`run_episode_guarded`
+retries those and turns the last one into an :class:`~evaluator.types.InfrastructureFailure`.
+A caller that serves the oracle reference agent deposits the query in the oracle vault around
+the call (``with vault.deposit(query) as episode_id: run_episode(..., episode_id=episode_id)``).
+"""
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from evaluator.agents.base import AgentClient, AgentError
-from evaluator.app import App
-from evaluator.oracle_vault import OracleVault
-from evaluator.types import JSON, Query
+from evaluator.app import App, EmulatorError
+from evaluator.clip import DETAILS_MAX_BYTES, INFO_MAX_BYTES, clip_json, clip_text
+from evaluator.deadline import JudgeBudgetExceeded
+from evaluator.types import JSON, EpisodeResult, Query, Verdict
+
+logger = logging.getLogger(__name__)
 
 #: Transcript entries longer than this many characters are cut (result files stay small).
 TRANSCRIPT_ENTRY_MAX_CHARS = 20_000
-
-
-@dataclass
-class EpisodeResult:
-    """The scored record of one episode, as written to result files and the database.
-
-    ``latency_s`` is the app's latency figure (MALT: agent code execution time; route/k8s:
-    episode wall time); ``wall_s`` is the whole episode's wall time and ``agent_s`` the time
-    spent waiting for the agent, both in seconds.
-    """
-
-    app: str
-    app_version: int
-    query_id: str
-    seed: int
-    index: int
-    level: int
-    labels: list[str]
-    correct: bool
-    safe: bool
-    latency_s: float
-    wall_s: float
-    agent_s: float
-    steps: int
-    failure: str | None
-    details: JSON = field(default_factory=dict)
-    transcript: list[JSON] = field(default_factory=list)
-
-    def to_dict(self) -> JSON:
-        """Return the JSON form (the ``episodes[]`` entries of a result file)."""
-        return asdict(self)
-
-    @classmethod
-    def for_query(cls, query: Query, **outcome: Any) -> EpisodeResult:
-        """Build a result for ``query``; ``outcome`` gives the verdict fields (correct, ...)."""
-        return cls(
-            app=query.app_id,
-            app_version=query.app_version,
-            query_id=query.query_id,
-            seed=query.seed,
-            index=query.index,
-            level=query.level,
-            labels=list(query.labels),
-            **outcome,
-        )
-
-    @classmethod
-    def from_dict(cls, data: JSON) -> EpisodeResult:
-        """Inverse of :meth:`to_dict`. Raises ``TypeError``/``KeyError`` on a bad dict."""
-        return cls(**data)
+#: Characters of transcript content kept per episode; later entries are replaced by one note.
+TRANSCRIPT_MAX_CHARS = 400_000
+#: An episode whose emulator failed is tried this many times before it is recorded as an
+#: infrastructure failure (excluded from the agent's statistics).
+INFRASTRUCTURE_ATTEMPTS = 2
+#: ``failure`` prefix of an episode whose step or verdict raised while handling the agent's
+#: output (``"bad_output:RecursionError"``): the agent's failure, scored incorrect and unsafe
+#: (issue 9 item 3: a reply that crashes the judge must not drop the query from the score).
+BAD_OUTPUT = "bad_output"
 
 
 def _clip(text: str) -> str:
-    if len(text) <= TRANSCRIPT_ENTRY_MAX_CHARS:
-        return text
-    return (
-        text[:TRANSCRIPT_ENTRY_MAX_CHARS]
-        + f"\n[... {len(text) - TRANSCRIPT_ENTRY_MAX_CHARS} characters cut]"
-    )
+    return clip_text(text, TRANSCRIPT_ENTRY_MAX_CHARS)
+
+
+class _Transcript:
+    """The episode's transcript, bounded by :data:`TRANSCRIPT_MAX_CHARS` of content."""
+
+    def __init__(self) -> None:
+        self.entries: list[JSON] = []
+        self.chars = 0
+        self.full = False
+
+    def add(self, role: str, content: str, **extra: object) -> None:
+        if self.full:
+            return
+        text = _clip(content)
+        if self.chars + len(text) > TRANSCRIPT_MAX_CHARS:
+            self.full = True
+            note = f"[transcript cut at {TRANSCRIPT_MAX_CHARS} characters]"
+            self.entries.append({"role": "note", "content": note})
+            return
+        self.chars += len(text)
+        entry: JSON = {"role": role, "content": text}
+        for key, value in extra.items():
+            entry[key] = clip_json(value, max_bytes=INFO_MAX_BYTES) if key == "info" else value
+        self.entries.append(entry)
 
 
 def new_episode_id() -> str:
@@ -86,7 +72,6 @@ def run_episode(
     client: AgentClient,
     *,
     max_steps: int | None = None,
-    vault: OracleVault | None = None,
     episode_id: str | None = None,
 ) -> EpisodeResult:
     """Run ``query`` with ``client`` and return the scored result.
@@ -95,65 +80,116 @@ def run_episode(
     and so on until the episode terminates, is truncated or ``max_steps`` (default: the app's)
     replies were given. An agent that fails to answer (timeout, transport error, bad response)
     ends the episode as failed with ``failure = "agent:<category>"`` — never skipped.
+    ``episode_id`` is the token the agent client sends with every request (default: a fresh
+    random one); an oracle vault entry deposited under it must outlive the call.
 
     Raises:
         EmulatorError: the emulator itself failed (infrastructure; the caller may retry).
     """
     budget = max_steps if max_steps is not None else app.max_steps
     episode_id = episode_id or new_episode_id()
-    if vault is not None:
-        vault.put(episode_id, query)
-    transcript: list[JSON] = []
+    transcript = _Transcript()
     agent_failure: str | None = None
+    output_failure: str | None = None
     agent_s = 0.0
+    replies = 0
     started = time.perf_counter()
-    try:
-        with app.episode(query) as episode:
-            observation = episode.reset()
-            messages: list[JSON] = [{"role": "user", "content": observation}]
-            transcript.append({"role": "user", "content": _clip(observation)})
-            for _ in range(budget):
-                try:
-                    reply = client.complete(messages, episode_id=episode_id)
-                except AgentError as exc:
-                    agent_failure = f"agent:{exc.category}"
-                    transcript.append({"role": "error", "content": _clip(str(exc))})
-                    break
-                agent_s += reply.latency_s
-                transcript.append(
-                    {
-                        "role": "assistant",
-                        "content": _clip(reply.text),
-                        "latency_s": reply.latency_s,
-                    }
-                )
+    with app.episode(query) as episode:
+        observation = episode.reset()
+        messages: list[JSON] = [{"role": "user", "content": observation}]
+        transcript.add("user", observation)
+        for _ in range(budget):
+            try:
+                reply = client.complete(messages, episode_id=episode_id)
+            except AgentError as exc:
+                agent_failure = f"agent:{exc.category}"
+                transcript.add("error", str(exc))
+                break
+            agent_s += reply.latency_s
+            replies += 1
+            transcript.add("assistant", reply.text, latency_s=reply.latency_s)
+            try:
                 result = episode.step(reply.text)
-                transcript.append(
-                    {
-                        "role": "user",
-                        "content": _clip(result.observation),
-                        "safe_step": result.safe_step,
-                        "info": result.info,
-                    }
-                )
-                if result.terminated or result.truncated:
-                    break
-                messages.append({"role": "assistant", "content": reply.text})
-                messages.append({"role": "user", "content": result.observation})
-            verdict = episode.verdict()
-    finally:
-        if vault is not None:
-            vault.discard(episode_id)
+            except EmulatorError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - agent output broke the judge: its failure
+                output_failure = _bad_output(exc)
+                transcript.add("error", f"{output_failure}: {_describe(exc)}")
+                break
+            transcript.add("user", result.observation, safe_step=result.safe_step, info=result.info)
+            if result.terminated or result.truncated:
+                break
+            messages.append({"role": "assistant", "content": reply.text})
+            messages.append({"role": "user", "content": result.observation})
+        if output_failure is None:
+            try:
+                verdict = episode.verdict()
+            except EmulatorError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - as above, while judging the final state
+                output_failure = _bad_output(exc)
+                transcript.add("error", f"{output_failure}: {_describe(exc)}")
+        if output_failure is not None:
+            verdict = Verdict(
+                correct=False,
+                safe=False,
+                latency_s=0.0,
+                steps=replies,
+                failure=output_failure,
+                details={"error": output_failure},
+            )
     failure = agent_failure or verdict.failure
+    correct = verdict.correct and agent_failure is None
     return EpisodeResult.for_query(
         query,
-        correct=verdict.correct and agent_failure is None,
+        correct=correct,
         safe=verdict.safe,
         latency_s=verdict.latency_s,
         wall_s=time.perf_counter() - started,
         agent_s=agent_s,
         steps=verdict.steps,
-        failure=None if verdict.correct and agent_failure is None else failure,
-        details=verdict.details,
-        transcript=transcript,
+        failure=None if correct else failure,
+        details=clip_json(verdict.details, max_bytes=DETAILS_MAX_BYTES),
+        transcript=transcript.entries,
+    )
+
+
+def _bad_output(exc: BaseException) -> str:
+    """The failure category of an exception raised while handling agent output."""
+    if isinstance(exc, JudgeBudgetExceeded):
+        return f"{BAD_OUTPUT}:judge_timeout"
+    return f"{BAD_OUTPUT}:{type(exc).__name__}"
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        return f"{type(exc).__name__}: {exc}"[:2000]
+    except Exception:  # noqa: BLE001 - a hostile __str__ on an exception built from output
+        return type(exc).__name__
+
+
+def run_episode_guarded(
+    app: App,
+    query: Query,
+    client: AgentClient,
+    *,
+    max_steps: int | None = None,
+    episode_id: str | None = None,
+) -> EpisodeResult:
+    """:func:`run_episode` with retries on emulator failures; never raises ``EmulatorError``.
+
+    An episode whose emulator fails :data:`INFRASTRUCTURE_ATTEMPTS` times in a row comes back
+    as :meth:`EpisodeResult.for_infrastructure_failure` (``result.infrastructure`` is set).
+    Every attempt uses the same ``episode_id`` (default: one fresh random token).
+    """
+    episode_id = episode_id or new_episode_id()
+    last_error = ""
+    for attempt in range(1, INFRASTRUCTURE_ATTEMPTS + 1):
+        try:
+            return run_episode(app, query, client, max_steps=max_steps, episode_id=episode_id)
+        except EmulatorError as exc:
+            last_error = f"{type(exc).__name__}: {exc}"
+            logger.warning("episode %s attempt %d: %s", query.query_id, attempt, last_error)
+    return EpisodeResult.for_infrastructure_failure(
+        query, last_error, attempts=INFRASTRUCTURE_ATTEMPTS
     )

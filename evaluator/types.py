@@ -9,21 +9,61 @@ process boundaries (Celery, the sandbox, the result file).
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
+import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 JSON = dict[str, Any]
 
+#: Environment variable holding the server secret that keys public query ids (any string of
+#: at least :data:`QUERY_ID_KEY_MIN_CHARS` characters; keep it out of the repository).
+QUERY_ID_KEY_ENV = "NETARENA_QUERY_ID_KEY"
+QUERY_ID_KEY_MIN_CHARS = 16
+#: Bits of a generation seed drawn by :func:`new_seed` (issue 9: a 31-bit seed was brute-forced
+#: from one public id in minutes; 128 bits put that out of reach even with the id scheme known).
+SEED_BITS = 128
+#: Key used when :data:`QUERY_ID_KEY_ENV` is unset: random per process, so ids still reveal
+#: nothing, but they are then stable only within one process (set the variable on servers).
+_PROCESS_QUERY_ID_KEY = secrets.token_bytes(32)
 
-def stable_query_id(app_id: str, app_version: int, seed: int, index: int) -> str:
-    """Return the stable id of a generated query.
 
-    The id is the first 16 hex digits of SHA-256 over ``"app/vN/seed/index"``: the same
-    (app, version, seed, index) always names the same query (DESIGN.md §2).
+def new_seed() -> int:
+    """Return a fresh random generation seed of :data:`SEED_BITS` bits (``secrets``)."""
+    return secrets.randbits(SEED_BITS)
+
+
+def query_id_key() -> bytes:
+    """Return the key of public query ids: :data:`QUERY_ID_KEY_ENV`, else a per-process key.
+
+    Raises:
+        ValueError: the variable is set but shorter than :data:`QUERY_ID_KEY_MIN_CHARS`.
     """
-    key = f"{app_id}/v{app_version}/{seed}/{index}".encode()
-    return f"{app_id}-{hashlib.sha256(key).hexdigest()[:16]}"
+    configured = os.environ.get(QUERY_ID_KEY_ENV)
+    if configured is None or configured == "":
+        return _PROCESS_QUERY_ID_KEY
+    if len(configured) < QUERY_ID_KEY_MIN_CHARS:
+        raise ValueError(
+            f"{QUERY_ID_KEY_ENV} must have at least {QUERY_ID_KEY_MIN_CHARS} characters"
+        )
+    return configured.encode()
+
+
+def stable_query_id(
+    app_id: str, app_version: int, seed: int, index: int, *, key: bytes | None = None
+) -> str:
+    """Return the public id of a generated query: ``"<app_id>-<32 hex digits>"``.
+
+    The digits are the first 128 bits of HMAC-SHA256 (RFC 2104) keyed with ``key`` (default:
+    :func:`query_id_key`) over ``"app/vN/seed/index"``: under one key the same (app, version,
+    seed, index) always names the same query (DESIGN.md §2), and without the key an id reveals
+    nothing about the seed, so the hidden ground truth cannot be regenerated from it (issue 9).
+    """
+    message = f"{app_id}/v{app_version}/{seed}/{index}".encode()
+    digest = hmac.new(key if key is not None else query_id_key(), message, hashlib.sha256)
+    return f"{app_id}-{digest.hexdigest()[:32]}"
 
 
 @dataclass(frozen=True)
@@ -33,12 +73,15 @@ class Query:
     Attributes:
         app_id: registered app id (``malt``, ``route``, ``k8s``).
         app_version: generator/scorer version; a released version never changes meaning.
-        seed: the generation seed of the batch this query belongs to.
+        seed: the generation seed of the batch this query belongs to (any non-negative int;
+            the site draws :data:`SEED_BITS`-bit seeds with :func:`new_seed`).
         index: position of the query in its batch (0-based).
         level: complexity level 1-3 (paper Tables 4-6).
         labels: operation or fault labels, e.g. ``("remove", "count")`` or ``("RI", "CP")``.
         prompt: the task text shown to the agent.
         ground_truth: hidden JSON-serialisable data the scorer (and only the oracle) uses.
+        query_id: public id, see :func:`stable_query_id`; computed when not given, carried
+            through :meth:`to_dict`/:meth:`from_dict` so that it survives process boundaries.
     """
 
     app_id: str
@@ -49,11 +92,12 @@ class Query:
     labels: tuple[str, ...]
     prompt: str
     ground_truth: JSON = field(default_factory=dict, compare=False, repr=False)
+    query_id: str = field(default="", compare=False)
 
-    @property
-    def query_id(self) -> str:
-        """Stable id, see :func:`stable_query_id`."""
-        return stable_query_id(self.app_id, self.app_version, self.seed, self.index)
+    def __post_init__(self) -> None:
+        if not self.query_id:
+            query_id = stable_query_id(self.app_id, self.app_version, self.seed, self.index)
+            object.__setattr__(self, "query_id", query_id)
 
     @property
     def label(self) -> str:
@@ -64,7 +108,6 @@ class Query:
         """Return a JSON-serialisable dict (ground truth included)."""
         data = asdict(self)
         data["labels"] = list(self.labels)
-        data["query_id"] = self.query_id
         return data
 
     @classmethod
@@ -79,6 +122,7 @@ class Query:
             labels=tuple(data["labels"]),
             prompt=data["prompt"],
             ground_truth=data.get("ground_truth", {}),
+            query_id=str(data.get("query_id") or ""),
         )
 
     def fingerprint(self) -> str:
@@ -131,3 +175,130 @@ class Verdict:
     def to_dict(self) -> JSON:
         """Return a JSON-serialisable dict."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class InfrastructureFailure:
+    """Why the evaluator could not run an episode: an emulator or platform fault.
+
+    Never the agent's fault: an episode carrying one is left out of the agent's statistics
+    (and, on the site, stored as an error rather than a score).
+
+    Attributes:
+        error: ``"<ExceptionType>: <message>"`` of the last attempt, at most
+            :data:`INFRASTRUCTURE_ERROR_MAX_CHARS` characters.
+        attempts: how many times the episode was tried before giving up (>= 1).
+    """
+
+    error: str
+    attempts: int = 1
+
+    def to_dict(self) -> JSON:
+        """Return a JSON-serialisable dict."""
+        return asdict(self)
+
+
+#: Longest error text kept in :attr:`InfrastructureFailure.error`.
+INFRASTRUCTURE_ERROR_MAX_CHARS = 2000
+#: The ``failure`` category of an episode the evaluator could not run (result files keep it so
+#: that readers without the ``infrastructure`` field still see why the episode has no score).
+INFRASTRUCTURE_CATEGORY = "infrastructure"
+
+
+@dataclass
+class EpisodeResult:
+    """The scored record of one episode, as written to result files and the database.
+
+    Attributes:
+        app_id, app_version, query_id, seed, index, level, labels: copied from the query
+            (``labels`` is the list; :attr:`label` the ``+``-joined string).
+        correct, safe: the verdict (False/False for an infrastructure failure).
+        latency_s: the app's latency figure in seconds (MALT: agent code execution time;
+            route/k8s: episode wall time).
+        wall_s: the whole episode's wall time in seconds.
+        agent_s: seconds spent waiting for the agent.
+        steps: agent replies used.
+        failure: ``None`` when correct, else a category (``"agent:timeout"``,
+            ``"wrong_answer"``, ``"sandbox:memory"``, ... or :data:`INFRASTRUCTURE_CATEGORY`).
+        details: JSON data explaining the verdict.
+        transcript: the conversation, ``{"role", "content", ...}`` entries in order.
+        infrastructure: set when the evaluator could not run the episode (not the agent's
+            fault; excluded from statistics); ``None`` for every scored episode.
+    """
+
+    app_id: str
+    app_version: int
+    query_id: str
+    seed: int
+    index: int
+    level: int
+    labels: list[str]
+    correct: bool
+    safe: bool
+    latency_s: float
+    wall_s: float
+    agent_s: float
+    steps: int
+    failure: str | None
+    details: JSON = field(default_factory=dict)
+    transcript: list[JSON] = field(default_factory=list)
+    infrastructure: InfrastructureFailure | None = None
+
+    @property
+    def label(self) -> str:
+        """Labels joined with ``+`` (``"remove+count"``, ``"DR+DI"``), as :attr:`Query.label`."""
+        return "+".join(self.labels)
+
+    @property
+    def scored(self) -> bool:
+        """True unless the episode is an infrastructure failure (those are never scored)."""
+        return self.infrastructure is None
+
+    def to_dict(self) -> JSON:
+        """Return the JSON form (the ``episodes[]`` entries of a result file)."""
+        return asdict(self)
+
+    @classmethod
+    def for_query(cls, query: Query, **outcome: Any) -> EpisodeResult:
+        """Build a result for ``query``; ``outcome`` gives the verdict fields (correct, ...)."""
+        return cls(
+            app_id=query.app_id,
+            app_version=query.app_version,
+            query_id=query.query_id,
+            seed=query.seed,
+            index=query.index,
+            level=query.level,
+            labels=list(query.labels),
+            **outcome,
+        )
+
+    @classmethod
+    def for_infrastructure_failure(
+        cls, query: Query, error: str, *, attempts: int = 1
+    ) -> EpisodeResult:
+        """Record for an episode the evaluator itself could not run (not the agent's fault)."""
+        error = error[:INFRASTRUCTURE_ERROR_MAX_CHARS]
+        return cls.for_query(
+            query,
+            correct=False,
+            safe=False,
+            latency_s=0.0,
+            wall_s=0.0,
+            agent_s=0.0,
+            steps=0,
+            failure=INFRASTRUCTURE_CATEGORY,
+            details={"error": error},
+            infrastructure=InfrastructureFailure(error=error, attempts=attempts),
+        )
+
+    @classmethod
+    def from_dict(cls, data: JSON) -> EpisodeResult:
+        """Inverse of :meth:`to_dict`. Raises ``TypeError``/``KeyError`` on a bad dict."""
+        fields = dict(data)
+        infrastructure = fields.pop("infrastructure", None)
+        return cls(
+            **fields,
+            infrastructure=None
+            if infrastructure is None
+            else InfrastructureFailure(**infrastructure),
+        )

@@ -16,6 +16,7 @@ worker lost mid-episode redelivers the task (``acks_late``), which runs it again
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 from collections.abc import Sequence
@@ -28,9 +29,9 @@ from django.utils import timezone
 
 from evaluator.agents import LOOPBACK_NETWORKS, make_client
 from evaluator.agents.base import AgentClient
-from evaluator.evaluation import run_episode_guarded
 from evaluator.oracle_vault import OracleVault
 from evaluator.registry import app_ids, get_app
+from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import Query
 from submissions.crypto import decrypt_secret, encrypt_secret
 from submissions.models import Agent, Episode, Round, Submission, Team
@@ -251,19 +252,23 @@ def episode_execute(*, episode_id: int) -> None:
             episode, failure=f"agent:configuration: {exc}"[:200], correct=False, safe=False
         )
         return
-    vault = None
+    episode_token = new_episode_id()
+    deposit: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     if agent.reference_kind == "oracle":
-        vault = OracleVault(settings.NETARENA["ORACLE_VAULT_DIR"])
+        deposit = OracleVault(settings.NETARENA["ORACLE_VAULT_DIR"]).deposit(query, episode_token)
     try:
-        result = run_episode_guarded(get_app(query.app_id), query, client, vault=vault)
+        with deposit:
+            result = run_episode_guarded(
+                get_app(query.app_id), query, client, episode_id=episode_token
+            )
     except Exception as exc:  # noqa: BLE001 - evaluator bug: close the episode, keep the worker
         logger.exception("episode %s crashed the evaluator", episode_id)
         _episode_close_error(episode, f"evaluator: {type(exc).__name__}: {exc}")
         return
     finally:
         client.close()
-    if result.failure == "infrastructure":
-        _episode_close_error(episode, str(result.details.get("error", "infrastructure")))
+    if result.infrastructure is not None:
+        _episode_close_error(episode, result.infrastructure.error)
         return
     _episode_store(
         episode,

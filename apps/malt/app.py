@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from evaluator.app import App, Episode, ResetNeededError
+from evaluator.deadline import Deadline
 from evaluator.types import JSON, Query, StepResult, Verdict
 
 from apps.malt.checks import (
@@ -53,6 +54,12 @@ from apps.malt.topology import load_graph
 
 #: Preamble run (trusted) in the sandbox before the agent's code; the prompt names these.
 SANDBOX_PREAMBLE = "import copy\nimport json\nimport math\n\nimport networkx as nx\n"
+
+#: Seconds of evaluator time allowed for handling one reply: extracting the code and judging
+#: the returned value (the sandbox run in between has its own limits and is not counted). An
+#: overrun is the agent's failure (``bad_output:judge_timeout``; issue 9 item 4). A correct
+#: answer on the MALT topology takes well under 1 s.
+JUDGE_BUDGET_S = 10.0
 
 #: Null agent: well-formed code that answers nothing and changes nothing.
 NULL_REPLY = '```python\ndef process_graph(graph_data):\n    return {"answer": None}\n```\n'
@@ -149,24 +156,28 @@ class MaltEpisode(Episode):
         Raises:
             ResetNeededError: ``reset`` was not called.
             evaluator.sandbox.SandboxUnavailableError / SandboxSetupError: infrastructure.
+            evaluator.deadline.JudgeBudgetExceeded: handling the reply took more than
+                :data:`JUDGE_BUDGET_S` (the agent's failure).
         """
         if not self._reset:
             raise ResetNeededError("call reset() before step()")
         self._steps += 1
-        extraction = extract_code(agent_text)
+        deadline = Deadline(JUDGE_BUDGET_S)
+        extraction = extract_code(agent_text, deadline)
         if extraction.code is None:
             self._verdict = self._fail("no_code", extraction.reason, safe=True, latency_s=0.0)
             return StepResult(f"No code was run: {extraction.reason}.", terminated=True)
         from evaluator.sandbox import SandboxLimits, run_function
 
         limits = self.limits if self.limits is not None else SandboxLimits()
-        result = run_function(
-            extraction.code,
-            "process_graph",
-            load_graph(),
-            limits=limits,
-            preamble=SANDBOX_PREAMBLE,
-        )
+        with deadline.paused():
+            result = run_function(
+                extraction.code,
+                "process_graph",
+                load_graph(),
+                limits=limits,
+                preamble=SANDBOX_PREAMBLE,
+            )
         if not result.ok:
             reason = result.error or result.failure or "the code failed"
             self._verdict = self._fail(
@@ -181,7 +192,9 @@ class MaltEpisode(Episode):
                 terminated=True,
                 info={"failure": result.failure, "exec_s": result.exec_s},
             )
-        self._verdict = judge(self.query.ground_truth, result.value, result.exec_s, self._steps)
+        self._verdict = judge(
+            self.query.ground_truth, result.value, result.exec_s, self._steps, deadline
+        )
         self._verdict.details["extraction"] = extraction.method
         return StepResult(
             f"Your code ran in {result.exec_s:.3f} s and returned a result.",
@@ -229,14 +242,21 @@ def _compare_answer(kind: str, answer: Any, expected: Any) -> Comparison:
     return compare_number(answer, expected)
 
 
-def judge(truth: JSON, value: Any, exec_s: float, steps: int = 1) -> Verdict:
-    """Judge a sandbox return value against the ground truth (pure; never raises for ``value``).
+def judge(
+    truth: JSON, value: Any, exec_s: float, steps: int = 1, deadline: Deadline | None = None
+) -> Verdict:
+    """Judge a sandbox return value against the ground truth (pure; never raises for ``value``
+    except when ``deadline`` passes).
 
     Args:
         truth: the query's ground truth (see :func:`apps.malt.queries.ground_truth`).
         value: the decoded JSON the agent's ``process_graph`` returned.
         exec_s: the sandbox-measured execution time in seconds (becomes ``latency_s``).
         steps: steps taken (1 for MALT).
+        deadline: the judge's time budget (checked while graphs are parsed and checked).
+
+    Raises:
+        evaluator.deadline.JudgeBudgetExceeded: ``deadline`` passed.
     """
     started = time.perf_counter()
     details: JSON = {}
@@ -263,8 +283,8 @@ def judge(truth: JSON, value: Any, exec_s: float, steps: int = 1) -> Verdict:
         candidate, source = answer, "answer"
     if candidate is not None:
         try:
-            judged_graph = parse_graph(candidate)
-            safety = check_safety(judged_graph)
+            judged_graph = parse_graph(candidate, deadline)
+            safety = check_safety(judged_graph, deadline)
         except GraphFormatError as exc:
             graph_error = str(exc)
             safety = SafetyReport()
@@ -312,7 +332,7 @@ def judge(truth: JSON, value: Any, exec_s: float, steps: int = 1) -> Verdict:
         # both given: the answer graph must match too
         try:
             comparison = compare_graphs(
-                parse_graph(answer), NormalizedGraph.from_view(expected_topology(truth))
+                parse_graph(answer, deadline), NormalizedGraph.from_view(expected_topology(truth))
             )
         except GraphFormatError as exc:
             comparison = Comparison(False, f"answer is not a readable graph: {exc}")

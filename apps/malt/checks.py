@@ -15,6 +15,8 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaluator.deadline import Deadline
+
 from apps.malt.overlay import TopologyView
 from apps.malt.topology import (
     ALLOWED_RELATIONS,
@@ -26,6 +28,13 @@ from apps.malt.topology import (
 
 #: How many examples of each difference/violation are kept in verdict details.
 MAX_EXAMPLES = 5
+#: Largest returned graph read (entries of ``nodes`` / of ``links``), checked before any is
+#: parsed: about four times the MALT topology (6,133 nodes, 7,064 links), far above what any
+#: query can produce (issue 9 item 4: 20,000 ids made parsing take 31 s).
+MAX_GRAPH_NODES = 25_000
+MAX_GRAPH_EDGES = 50_000
+#: Entries parsed or checked between two looks at the judge's deadline.
+DEADLINE_STRIDE = 1024
 
 
 class GraphFormatError(ValueError):
@@ -87,32 +96,26 @@ def _base_dicts(
     return cached[1], cached[2]
 
 
-def _hashable(value: Any) -> Hashable:
-    """JSON turns tuples into lists; make ids hashable again (lists -> tuples, recursively)."""
-    if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
-    if isinstance(value, dict):
-        raise GraphFormatError("a node id is a dict")
-    hashable: Hashable = value
-    return hashable
-
-
 def is_graph_shaped(value: Any) -> bool:
     """True for the sandbox's ``{"__networkx__": ...}`` wrapper or a node-link dict."""
     return isinstance(value, dict) and ("__networkx__" in value or "nodes" in value)
 
 
-def parse_graph(value: Any) -> NormalizedGraph:
+def parse_graph(value: Any, deadline: Deadline | None = None) -> NormalizedGraph:
     """Read a returned graph: ``{"__networkx__": node_link}`` or node-link data itself.
 
     Node-link data follows ``networkx.node_link_data``: ``nodes`` (dicts with ``id``) and
     ``links`` or ``edges`` (dicts with ``source``/``target``), flags ``directed`` and
     ``multigraph`` defaulting to False as in ``node_link_graph``. Edge ends missing from
     ``nodes`` become attribute-less nodes (as networkx would do); a node listed twice is
-    malformed.
+    malformed. Node ids (and edge ends) must be strings, as every MALT id is
+    (``"<KIND>:<name>"``): str hashing is randomised per process, so an agent cannot choose
+    ids that collide in the dicts below (integer ids could, making parsing quadratic). At most
+    :data:`MAX_GRAPH_NODES` nodes and :data:`MAX_GRAPH_EDGES` links are read, counted first.
 
     Raises:
         GraphFormatError: the value is not readable as a graph.
+        evaluator.deadline.JudgeBudgetExceeded: ``deadline`` passed while parsing.
     """
     if isinstance(value, dict) and "__networkx__" in value:
         value = value["__networkx__"]
@@ -122,30 +125,37 @@ def parse_graph(value: Any) -> NormalizedGraph:
     raw_edges = value.get("links", value.get("edges", []))
     if not isinstance(raw_nodes, list) or not isinstance(raw_edges, list):
         raise GraphFormatError("node-link data needs lists under 'nodes' and 'links'/'edges'")
+    if len(raw_nodes) > MAX_GRAPH_NODES or len(raw_edges) > MAX_GRAPH_EDGES:
+        raise GraphFormatError(
+            f"the graph has {len(raw_nodes)} nodes and {len(raw_edges)} links; at most "
+            f"{MAX_GRAPH_NODES} and {MAX_GRAPH_EDGES} are read"
+        )
     directed = bool(value.get("directed", False))
     multigraph = bool(value.get("multigraph", False))
     nodes: dict[Hashable, dict[str, Any]] = {}
-    for entry in raw_nodes:
+    for count, entry in enumerate(raw_nodes):
+        if deadline is not None and count % DEADLINE_STRIDE == 0:
+            deadline.check()
         if not isinstance(entry, dict) or "id" not in entry:
             raise GraphFormatError("every node entry must be a dict with an 'id'")
         attrs = dict(entry)
         key = attrs.pop("id")
         if type(key) is not str:
-            key = _hashable(key)
+            raise GraphFormatError(f"node ids must be strings, got {type(key).__name__}")
         if key in nodes:
             raise GraphFormatError(f"node {key!r} is listed twice")
         nodes[key] = attrs
     edges: dict[tuple[Hashable, Hashable], dict[str, Any]] = {}
-    for entry in raw_edges:
+    for count, entry in enumerate(raw_edges):
+        if deadline is not None and count % DEADLINE_STRIDE == 0:
+            deadline.check()
         if not isinstance(entry, dict) or "source" not in entry or "target" not in entry:
             raise GraphFormatError("every edge entry must be a dict with 'source' and 'target'")
         attrs = dict(entry)
         source, target = attrs.pop("source"), attrs.pop("target")
         attrs.pop("key", None)
-        if type(source) is not str:
-            source = _hashable(source)
-        if type(target) is not str:
-            target = _hashable(target)
+        if type(source) is not str or type(target) is not str:
+            raise GraphFormatError("edge sources and targets must be node id strings")
         if source not in nodes:
             nodes[source] = {}
         if target not in nodes:
@@ -211,12 +221,13 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, float) and math.isfinite(value) and value.is_integer()
 
 
-def check_safety(graph: NormalizedGraph) -> SafetyReport:
+def check_safety(graph: NormalizedGraph, deadline: Deadline | None = None) -> SafetyReport:
     """Check every topology constraint of :data:`SAFETY_CONSTRAINTS` in one linear pass.
 
     The constraints are the paper's (Appendix B.3/B.4: node types, edge types, hierarchy,
     required attributes, no isolated nodes, ports on switches, bandwidth threshold) made
-    precise for MALT's (kind, name) entities. Never raises for malformed attribute values.
+    precise for MALT's (kind, name) entities. Never raises for malformed attribute values;
+    raises ``evaluator.deadline.JudgeBudgetExceeded`` once ``deadline`` has passed.
     """
     report = SafetyReport()
     if not graph.directed or graph.multigraph:
@@ -229,7 +240,9 @@ def check_safety(graph: NormalizedGraph) -> SafetyReport:
     seen_entities: set[tuple[str, str]] = set()
     ports: list[Hashable] = []
     switches: list[Hashable] = []
-    for node, attrs in graph.nodes.items():
+    for count, (node, attrs) in enumerate(graph.nodes.items()):
+        if deadline is not None and count % DEADLINE_STRIDE == 0:
+            deadline.check()
         kind = attrs.get("type")
         name = attrs.get("name")
         if type(kind) is not str or kind not in valid_kinds:
@@ -262,7 +275,9 @@ def check_safety(graph: NormalizedGraph) -> SafetyReport:
     port_parents: dict[Hashable, int] = {}
     switches_with_ports: set[Hashable] = set()
     relation_kinds = frozenset(RELATION_KINDS)
-    for (source, target), attrs in graph.edges.items():
+    for count, ((source, target), attrs) in enumerate(graph.edges.items()):
+        if deadline is not None and count % DEADLINE_STRIDE == 0:
+            deadline.check()
         relation = attrs.get("type")
         if type(relation) is not str or relation not in relation_kinds:
             report.add("edge_type", f"{source!r}->{target!r} has type {relation!r}")

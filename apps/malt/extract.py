@@ -8,7 +8,9 @@ Rules, in order (documented in docs/malt.md):
    blocks that only hold imports, definitions and assignments are kept before it (helpers the
    agent wrote in separate blocks); helpers inside the main block are kept as they are.
 3. Without usable fences, the reply itself is the code: leading prose is skipped up to the
-   first line that starts Python code, trailing prose is cut until the code parses.
+   first line that starts Python code, trailing prose is cut until the code parses (each
+   attempt cuts at the line the parser stopped at; at most :data:`MAX_PARSE_ATTEMPTS`
+   attempts, so a long unfenced reply costs a bounded number of parses).
 4. Top-level statements that call ``process_graph`` (example usage) and
    ``if __name__ == "__main__":`` blocks are dropped: the evaluator makes the call itself.
 
@@ -22,10 +24,13 @@ import ast
 import re
 from dataclasses import dataclass
 
+from evaluator.deadline import Deadline
+
 #: Replies longer than this are not parsed (characters); the sandbox caps output anyway.
 MAX_REPLY_CHARS = 262_144
-#: At most this many trailing lines are cut while looking for parseable bare code.
-MAX_TRIM_LINES = 400
+#: At most this many parses are tried while cutting trailing prose off bare code (issue 9
+#: item 4: one 256 KiB unfenced reply cost 93 s in up to 400 parses before this bound).
+MAX_PARSE_ATTEMPTS = 12
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+.-]*)[^\n]*$")
 _PY_TAGS = {"", "python", "py", "python3", "py3"}
@@ -125,24 +130,41 @@ def _drop_usage(code: str) -> str:
     return "\n".join(line for i, line in enumerate(lines) if i not in drop).rstrip()
 
 
-def _bare_code(text: str) -> str | None:
+def _error_line(code: str) -> int | None:
+    """1-based line where parsing ``code`` fails, ``None`` when it parses."""
+    try:
+        ast.parse(code)
+    except SyntaxError as exc:
+        return exc.lineno or len(code.split("\n"))
+    except (ValueError, RecursionError, MemoryError, OverflowError):
+        return len(code.split("\n"))
+    return None
+
+
+def _bare_code(text: str, deadline: Deadline | None = None) -> str | None:
     lines = text.split("\n")
     start = next((i for i, line in enumerate(lines) if _CODE_START.match(line)), None)
     if start is None:
         return None
     lines = lines[start:]
-    for _ in range(min(len(lines), MAX_TRIM_LINES)):
-        candidate = "\n".join(lines)
-        if _parse(candidate) is not None:
-            return candidate
-        lines = lines[:-1]
+    for _ in range(MAX_PARSE_ATTEMPTS):
+        if deadline is not None:
+            deadline.check()
+        error_line = _error_line("\n".join(lines))
+        if error_line is None:
+            return "\n".join(lines)
+        # keep the lines before the one the parser stopped at (at least one line fewer)
+        lines = lines[: max(0, min(len(lines) - 1, error_line - 1))]
         if not lines:
             break
     return "\n".join(text.split("\n")[start:])  # unparseable: the sandbox reports the error
 
 
-def extract_code(reply: object) -> Extraction:
-    """Return the code to run for ``reply`` (see the module docstring for the rules)."""
+def extract_code(reply: object, deadline: Deadline | None = None) -> Extraction:
+    """Return the code to run for ``reply`` (see the module docstring for the rules).
+
+    Raises ``evaluator.deadline.JudgeBudgetExceeded`` once ``deadline`` has passed.
+    """
     if not isinstance(reply, str) or not reply.strip():
         return Extraction(None, "none", "the reply is empty")
     if len(reply) > MAX_REPLY_CHARS:
@@ -166,7 +188,7 @@ def extract_code(reply: object) -> Extraction:
         textual = [b for b in python_blocks if "def process_graph" in b]
         chosen = textual[-1] if textual else "\n\n".join(python_blocks)
         return Extraction(_drop_usage(chosen), "fenced")
-    bare = _bare_code(text)
+    bare = _bare_code(text, deadline)
     if bare is None:
         return Extraction(None, "none", "no Python code found in the reply")
     return Extraction(_drop_usage(bare), "bare")

@@ -102,7 +102,7 @@ def test_reference_agents_score_as_expected(tmp_path, kind, protocol, queries):
     assert len(episodes) == queries
     assert {e["level"] for e in episodes} == {1, 2, 3}
     for key in (
-        "app",
+        "app_id",
         "query_id",
         "seed",
         "level",

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from evaluator.agents.base import AgentClient, AgentError, AgentReply
+from evaluator.app import EmulatorError
 from evaluator.oracle_vault import OracleVault
-from evaluator.runner import EpisodeResult, run_episode
-from tests.evaluator.toy_app import GuessApp
+from evaluator.runner import INFRASTRUCTURE_ATTEMPTS, run_episode, run_episode_guarded
+from evaluator.types import EpisodeResult
+from tests.evaluator.toy_app import GuessApp, GuessEpisode
 
 
 class ScriptedClient(AgentClient):
@@ -77,7 +81,8 @@ def test_vault_entry_exists_only_during_the_episode(tmp_path):
             assert stored is not None and stored.query_id == query.query_id
             return AgentReply(app.oracle_reply(stored.ground_truth, messages), 0.0)
 
-    result = run_episode(app, query, VaultReadingClient(), vault=vault)
+    with vault.deposit(query) as episode_id:
+        result = run_episode(app, query, VaultReadingClient(), episode_id=episode_id)
     assert result.correct
     assert list(tmp_path.glob("*.json")) == []
 
@@ -95,3 +100,57 @@ def test_generation_is_seeded():
         q.fingerprint() for q in app.generate(5, 9)
     ]
     assert app.generate(1, 9)[0].query_id != app.generate(1, 10)[0].query_id
+
+
+class BrokenEmulatorApp(GuessApp):
+    """GuessApp whose emulator fails on reset: every attempt raises ``EmulatorError``."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def episode(self, query, **options):
+        app = self
+
+        class Broken(GuessEpisode):
+            def reset(self) -> str:
+                app.attempts += 1
+                raise EmulatorError("bridge could not be created")
+
+        return Broken(query)
+
+
+def test_emulator_failure_is_a_typed_infrastructure_result_after_retries():
+    app = BrokenEmulatorApp()
+    query = app.generate(1, seed=2)[0]
+    result = run_episode_guarded(app, query, ScriptedClient([]))
+    assert app.attempts == INFRASTRUCTURE_ATTEMPTS
+    assert result.infrastructure is not None and not result.scored
+    assert result.infrastructure.attempts == INFRASTRUCTURE_ATTEMPTS
+    assert "bridge could not be created" in result.infrastructure.error
+    assert not result.correct and result.failure == "infrastructure"
+    assert EpisodeResult.from_dict(result.to_dict()) == result
+
+
+def test_agent_failure_is_not_an_infrastructure_failure():
+    app = GuessApp()
+    query = app.generate(1, seed=3)[0]
+    result = run_episode_guarded(app, query, ScriptedClient([AgentError("timeout", "slow")]))
+    assert result.infrastructure is None and result.scored
+    assert result.failure == "agent:timeout"
+
+
+def test_vault_deposit_is_removed_even_when_the_episode_raises(tmp_path):
+    app = BrokenEmulatorApp()
+    query = app.generate(1, seed=4)[0]
+    vault = OracleVault(tmp_path)
+    with pytest.raises(EmulatorError), vault.deposit(query) as episode_id:
+        assert vault.get(episode_id) == query
+        run_episode(app, query, ScriptedClient([]), episode_id=episode_id)
+    assert list(tmp_path.glob("*.json")) == []
+
+
+def test_result_labels_and_label():
+    app = GuessApp()
+    query = app.generate(1, seed=1)[0]
+    result = run_episode(app, query, ScriptedClient(["1", "2", "3"]))
+    assert result.app_id == "guess" and result.labels == ["guess"] and result.label == query.label

@@ -14,8 +14,8 @@ from apps.malt.topology import load_graph
 from evaluator.agents.base import AgentClient, AgentError, AgentReply
 from evaluator.app import ResetNeededError
 from evaluator.oracle_vault import OracleVault
-from evaluator.runner import EpisodeResult, run_episode
-from evaluator.types import JSON, Query
+from evaluator.runner import run_episode
+from evaluator.types import JSON, EpisodeResult, Query
 from tests.conftest import require_root, require_tool
 
 APP = MaltApp()
@@ -61,7 +61,8 @@ def test_oracle_is_correct_and_safe_and_null_is_incorrect_on_every_label(tmp_pat
     null = ScriptedClient(lambda m, e: APP.null_reply(m))
     labels = set()
     for query in APP.generate(BLOCK, seed=29):
-        good = run_episode(APP, query, ScriptedClient(oracle), vault=vault)
+        with vault.deposit(query) as episode_id:
+            good = run_episode(APP, query, ScriptedClient(oracle), episode_id=episode_id)
         assert good.correct and good.safe and good.failure is None, (query.label, good.details)
         assert good.steps == 1 and good.latency_s > 0.0
         bad = run_episode(APP, query, null)

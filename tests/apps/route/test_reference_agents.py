@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from apps.route.app import RouteApp
-from evaluator.runner import EpisodeResult, run_episode
-from evaluator.types import JSON
+from evaluator.runner import run_episode
+from evaluator.types import JSON, EpisodeResult
 from tests.apps.route.helpers import FunctionClient, ScriptClient, host_footprint, require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns, pytest.mark.slow]

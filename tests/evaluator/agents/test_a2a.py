@@ -32,8 +32,15 @@ from evaluator.reference import server as server_module
 from evaluator.reference.agents import make_agent
 from evaluator.reference.server import RunningServer, build_asgi_app, serve_in_thread
 from evaluator.runner import run_episode
-from tests.evaluator.conftest import LOOPBACK, free_port
 from tests.conftest import require
+from tests.evaluator.conftest import LOOPBACK, free_port
+
+
+def run_vaulted(app, query, client, vault):
+    """``run_episode`` with ``query`` deposited in the oracle vault for its duration."""
+    with vault.deposit(query) as episode_id:
+        return run_episode(app, query, client, episode_id=episode_id)
+
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -418,7 +425,7 @@ def test_served_oracle_over_a2a_reads_the_vault(serve, tmp_path) -> None:
     vault = OracleVault(tmp_path / "vault")
     server = serve(build_asgi_app(make_agent("oracle", app, vault_dir=vault.directory), "a2a"))
     client = make_client("a2a", server.url, allowed_networks=LOOPBACK, timeout_s=10)
-    results = [run_episode(app, q, client, vault=vault) for q in app.generate(4, seed=21)]
+    results = [run_vaulted(app, q, client, vault) for q in app.generate(4, seed=21)]
     assert [(r.correct, r.safe, r.steps) for r in results] == [(True, True, 1)] * 4
     query = app.generate(1, seed=22)[0]
     unvaulted = run_episode(app, query, client)  # no vault entry: the agent's task fails

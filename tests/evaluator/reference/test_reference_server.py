@@ -22,6 +22,13 @@ from evaluator.reference.server import build_asgi_app
 from evaluator.runner import run_episode
 from tests.evaluator.conftest import LOOPBACK
 
+
+def run_vaulted(app, query, client, vault):
+    """``run_episode`` with ``query`` deposited in the oracle vault for its duration."""
+    with vault.deposit(query) as episode_id:
+        return run_episode(app, query, client, episode_id=episode_id)
+
+
 pytestmark = pytest.mark.usefixtures("toy_apps")
 
 
@@ -35,7 +42,7 @@ def test_served_oracle_is_correct_on_every_query(serve, tmp_path, protocol: str)
     app = registry.get_app("toy")
     vault = OracleVault(tmp_path / "vault")
     client = served_client(serve, make_agent("oracle", app, vault_dir=vault.directory), protocol)
-    results = [run_episode(app, q, client, vault=vault) for q in app.generate(5, seed=3)]
+    results = [run_vaulted(app, q, client, vault) for q in app.generate(5, seed=3)]
     assert [r.correct for r in results] == [True] * 5
     assert all(r.safe and r.steps == 1 and r.failure is None for r in results)
     assert list(vault.directory.iterdir()) == []  # the runner discards entries afterwards
@@ -172,7 +179,7 @@ def test_one_endpoint_serves_several_apps_routed_by_vault_entry(serve, tmp_path)
     client = served_client(serve, agent, "http-json")
     for app_id in ("toy", "toycode"):
         app = registry.get_app(app_id)
-        results = [run_episode(app, q, client, vault=vault) for q in app.generate(2, seed=8)]
+        results = [run_vaulted(app, q, client, vault) for q in app.generate(2, seed=8)]
         assert [r.correct for r in results] == [True, True]
 
 

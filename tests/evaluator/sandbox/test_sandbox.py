@@ -20,10 +20,10 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from evaluator import sandbox
 from evaluator.sandbox import (
     SandboxLimits,
     SandboxSetupError,
+    _bwrap,
     run_function,
 )
 from tests.conftest import require, require_root, require_tool
@@ -59,14 +59,14 @@ def sandbox_processes(uids: set[int]) -> list[int]:
 def _no_leftovers(_needs_bwrap: None, monkeypatch: pytest.MonkeyPatch):
     """Fail the test if any process of its sandbox runs is still alive shortly after it."""
     uids: set[int] = set()
-    allocate = sandbox._allocate_uid
+    allocate = _bwrap.allocate_uid
 
     def recording_allocate() -> int:
         uid = allocate()
         uids.add(uid)
         return uid
 
-    monkeypatch.setattr(sandbox, "_allocate_uid", recording_allocate)
+    monkeypatch.setattr(_bwrap, "allocate_uid", recording_allocate)
     yield
     deadline = time.monotonic() + 2.0
     while sandbox_processes(uids) and time.monotonic() < deadline:
@@ -174,7 +174,7 @@ def test_sandbox_identity_has_no_privileges_and_no_network() -> None:
     result = run(code)
     assert result.ok, result.error
     value = result.value
-    assert value["uid"] >= sandbox._UID_BASE and value["gid"] == value["uid"]
+    assert value["uid"] >= _bwrap.UID_BASE and value["gid"] == value["uid"]
     assert value["groups"] == []
     assert int(value["cap_eff"], 16) == 0 and int(value["cap_bnd"], 16) == 0
     assert value["nnp"] == "1"
@@ -324,7 +324,7 @@ def test_writes_outside_scratch_are_refused() -> None:
         "/usr/" + marker,
         "/" + marker,
         str(Path.cwd() / marker),
-        str(Path(sandbox.sys.prefix) / marker),
+        str(Path(_bwrap.sys.prefix) / marker),
     ]
     code = (
         "def f(targets):\n"
@@ -678,9 +678,9 @@ def test_slow_preamble_is_a_setup_timeout() -> None:
 def test_bwrap_start_failure_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     from evaluator.sandbox import SandboxUnavailableError
 
-    plan = sandbox._plan()
-    broken = sandbox._Plan(plan.bwrap, plan.setpriv, plan.python, ("/nonexistent-netarena-dir",))
-    monkeypatch.setattr(sandbox, "_plan", lambda: broken)
+    plan = _bwrap.plan()
+    broken = _bwrap.Plan(plan.bwrap, plan.setpriv, plan.python, ("/nonexistent-netarena-dir",))
+    monkeypatch.setattr(_bwrap, "plan", lambda: broken)
     with pytest.raises(SandboxUnavailableError, match="did not start"):
         run("def f(x):\n    return 1\n")
     result = run("def f(x):\n    return 1\n", raise_unavailable=False)
@@ -693,15 +693,15 @@ def test_read_only_dirs_under_tmp_stay_visible_above_the_scratch_tmpfs(monkeypat
     import dataclasses
     import tempfile
 
-    from evaluator import sandbox
+    from evaluator.sandbox import _bwrap
 
     host_dir = tempfile.mkdtemp(prefix="netarena-ro-", dir="/tmp")
     Path(host_dir, "marker.txt").write_text("visible")
     os.chmod(host_dir, 0o755)
     os.chmod(Path(host_dir, "marker.txt"), 0o644)
-    plan = sandbox._plan()
+    plan = _bwrap.plan()
     monkeypatch.setattr(
-        sandbox, "_plan", lambda: dataclasses.replace(plan, ro_dirs=(*plan.ro_dirs, host_dir))
+        _bwrap, "plan", lambda: dataclasses.replace(plan, ro_dirs=(*plan.ro_dirs, host_dir))
     )
     result = run(f"def f(x):\n    return open({str(Path(host_dir, 'marker.txt'))!r}).read()\n")
     assert result.ok and result.value == "visible", result

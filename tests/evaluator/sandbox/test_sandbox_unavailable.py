@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator import sandbox
-from evaluator.sandbox import SandboxUnavailableError, run_function
+from evaluator.sandbox import SandboxUnavailableError, _bwrap, run_function
 
 
 @pytest.fixture()
 def no_tools(monkeypatch: pytest.MonkeyPatch):
-    sandbox._plan.cache_clear()
-    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
-    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    _bwrap.plan.cache_clear()
+    monkeypatch.setattr(_bwrap.shutil, "which", lambda name: None)
+    monkeypatch.setattr(_bwrap.os, "geteuid", lambda: 0)
     yield
-    sandbox._plan.cache_clear()
+    _bwrap.plan.cache_clear()
 
 
 def test_missing_bwrap_raises(no_tools: None) -> None:
@@ -36,10 +35,10 @@ def test_unavailable_is_an_emulator_error() -> None:
 
 
 def test_non_root_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    sandbox._plan.cache_clear()
-    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    _bwrap.plan.cache_clear()
+    monkeypatch.setattr(_bwrap.os, "geteuid", lambda: 1000)
     try:
         with pytest.raises(SandboxUnavailableError, match="root"):
             run_function("def f(x):\n    return 1\n", "f", None)
     finally:
-        sandbox._plan.cache_clear()
+        _bwrap.plan.cache_clear()

@@ -1,10 +1,10 @@
 """Child-side harness of the agent-code sandbox (runs *inside* bubblewrap, see docs/sandbox.md).
 
 This file is executed as a script by the sandboxed interpreter (``python -s -P -B
-sandbox_child.py <result_fd>``); it must import nothing from this repository, because only
-this single file is bind-mounted into the sandbox.
+/opt/netarena/sandbox_child.py <result_fd>``: this file, bind-mounted there); it must import
+nothing from this repository, because only this single file is bind-mounted into the sandbox.
 
-Protocol (parent in :mod:`evaluator.sandbox`):
+Protocol (parent in :mod:`evaluator.sandbox._io`):
 
 1. stdin carries one pickle written by the trusted parent: ``{"code", "function",
    "preamble", "argument", "limits"}``. It is read completely and stdin is closed.
@@ -92,10 +92,11 @@ def encode_result(value: Any, call_s: float) -> str:
     """Return the terminal ``result`` message for ``value`` as one JSON line (no newline).
 
     Raises :class:`ResultEncodingError`, ``TypeError`` (bad dict key), ``ValueError``
-    (circular reference, int too large to print) or ``RecursionError`` (nesting).
+    (circular reference, int too large to print, NaN or an infinity: PostgreSQL's JSON refuses
+    them) or ``RecursionError`` (nesting).
     """
     message = {"kind": "result", "value": value, "call_s": call_s}
-    return json.dumps(message, separators=(",", ":"), default=_json_default)
+    return json.dumps(message, separators=(",", ":"), default=_json_default, allow_nan=False)
 
 
 def _apply_limits(limits: dict[str, Any]) -> None:

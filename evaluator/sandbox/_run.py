@@ -1,0 +1,233 @@
+"""``run_function``: start one sandboxed interpreter, feed it, read it, classify the outcome."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import subprocess
+import time
+from typing import Any
+
+from evaluator.sandbox import _bwrap
+from evaluator.sandbox._cgroup import (
+    ALLOW_NO_CGROUP_ENV,
+    Cgroup,
+    CgroupUnavailableError,
+    no_cgroup_allowed,
+)
+from evaluator.sandbox._io import EXIT_GRACE_S, Run, io_loop
+from evaluator.sandbox._outcome import classify, raise_setup, reported_call_s, tail
+from evaluator.sandbox._seccomp import filled_pipe, seccomp_program
+from evaluator.sandbox._types import (
+    SandboxLimits,
+    SandboxResult,
+    SandboxSetupError,
+    SandboxUnavailableError,
+)
+
+#: The whole environment of the launcher and of bwrap (which then clears it for the sandbox):
+#: nothing of the evaluator's environment (secrets, DATABASE_URL) reaches agent code.
+LAUNCHER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def _make_cgroup(
+    name: str, limits: SandboxLimits, raise_unavailable: bool
+) -> Cgroup | SandboxResult | None:
+    """The run's cgroup; ``None`` under the development override; a ``sandbox_unavailable``
+    result (or :class:`SandboxUnavailableError`) when no memory limit can be enforced."""
+    try:
+        return Cgroup.create(name, limits)
+    except CgroupUnavailableError as exc:
+        if no_cgroup_allowed():
+            return None
+        message = (
+            f"no memory limit can be enforced for agent code ({exc}); refusing to run it. "
+            f"Set {ALLOW_NO_CGROUP_ENV}=1 on development machines only."
+        )
+    if raise_unavailable:
+        raise SandboxUnavailableError(message)
+    return SandboxResult(False, None, "sandbox_unavailable", message, 0.0, "")
+
+
+def _kill(proc: subprocess.Popen[bytes], cgroup: Cgroup | None) -> None:
+    """SIGKILL bwrap: its pid-1 has PDEATHSIG (``--die-with-parent``) and when the namespace's
+    pid 1 dies the kernel kills every process in it. The cgroup, if any, is swept as well."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGKILL)
+    if cgroup is not None:
+        cgroup.kill_all()
+
+
+def _reap(proc: subprocess.Popen[bytes], timeout_s: float) -> int | None:
+    """Wait up to ``timeout_s`` for bwrap; return its exit code (``-signal`` when killed)."""
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _popen(command: list[str], fds: tuple[int, ...]) -> Any:
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=fds,
+        env=dict(LAUNCHER_ENV),
+        start_new_session=True,
+        close_fds=True,
+    )
+
+
+def run_function(
+    code: str,
+    function: str,
+    argument: object,
+    *,
+    limits: SandboxLimits = SandboxLimits(),  # noqa: B008 - frozen, immutable default
+    preamble: str = "",
+    raise_unavailable: bool = True,
+) -> SandboxResult:
+    """Run ``function(argument)`` from untrusted ``code`` in a fresh sandboxed interpreter.
+
+    Args:
+        code: the agent's Python source; executed as a module in a fresh namespace that
+            already holds whatever ``preamble`` defined.
+        function: name of the function the code must define (e.g. ``"process_graph"``).
+        argument: trusted data pickled by the parent and unpickled in the child (a deep copy:
+            the caller's object is never touched).
+        limits: see :class:`SandboxLimits`.
+        preamble: trusted code run first in the same namespace (e.g. ``"import networkx as nx"``).
+        raise_unavailable: when False, an unusable sandbox returns
+            ``failure="sandbox_unavailable"`` instead of raising.
+
+    Returns:
+        A :class:`SandboxResult`; agent failures never raise.
+
+    Raises:
+        SandboxUnavailableError: bwrap/setpriv/root missing or the sandbox did not start.
+        SandboxSetupError: ``argument`` cannot be pickled, or the preamble/unpickling failed
+            or exceeded ``setup_timeout_s`` in the child.
+    """
+    t_start = time.monotonic()
+    try:
+        plan = _bwrap.plan()
+    except SandboxUnavailableError as exc:
+        if raise_unavailable:
+            raise
+        return SandboxResult(False, None, "sandbox_unavailable", str(exc), 0.0, "")
+    try:
+        payload = pickle.dumps(
+            {
+                "code": code,
+                "function": function,
+                "preamble": preamble,
+                "argument": argument,
+                "limits": {
+                    "cpu_time_s": limits.cpu_time_s,
+                    "memory_bytes": limits.memory_bytes,
+                    "scratch_bytes": limits.scratch_bytes,
+                    "max_processes": limits.max_processes,
+                    "result_bytes": limits.result_bytes,
+                },
+            },
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
+    except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
+        raise SandboxSetupError(f"argument cannot be pickled: {exc}") from exc
+    uid = _bwrap.allocate_uid()
+    cgroup = _make_cgroup(f"netarena-sbx-{os.getpid()}-{uid}", limits, raise_unavailable)
+    if isinstance(cgroup, SandboxResult):
+        return cgroup
+    program = seccomp_program()
+    controls: tuple[str, ...] = ("bwrap", "uid", "rlimits", "ipc_limits")
+    controls += ("seccomp",) if program is not None else ()
+    controls += ("cgroup",) if cgroup is not None else ()
+    run = Run(t_start=t_start, limits=limits)
+    code_exit: int | None = None
+    try:
+        read_fd, write_fd = os.pipe()
+        try:
+            seccomp_fd = filled_pipe(program) if program is not None else None
+            fds = (write_fd,) if seccomp_fd is None else (write_fd, seccomp_fd)
+            command = _bwrap.launcher_command(
+                plan,
+                cgroup.procs_files() if cgroup is not None else [],
+                _bwrap.bwrap_command(plan, uid, limits, write_fd, seccomp_fd),
+            )
+            try:
+                proc = _popen(command, fds)
+            except OSError as exc:
+                raise SandboxUnavailableError(f"cannot start bwrap: {exc}") from exc
+            finally:
+                os.close(write_fd)
+                if seccomp_fd is not None:
+                    os.close(seccomp_fd)
+            try:
+                io_loop(proc, read_fd, payload, run)
+            except BaseException:
+                run.killed_for = run.killed_for or "error"  # never leave a sandbox running
+                raise
+            finally:
+                if run.killed_for is not None:
+                    _kill(proc, cgroup)
+                code_exit = _reap(proc, EXIT_GRACE_S)
+                if code_exit is None:
+                    run.killed_for = run.killed_for or "exit"
+                    _kill(proc, cgroup)
+                    code_exit = _reap(proc, 5.0)
+                for stream in (proc.stdin, proc.stdout, proc.stderr):
+                    if stream is not None:
+                        with contextlib.suppress(OSError):
+                            stream.close()
+        finally:
+            os.close(read_fd)
+        wall_s = time.monotonic() - t_start
+        stdout = run.stdout.decode(errors="replace")
+        stderr = run.stderr.decode(errors="replace")
+        if run.t_ready is None:
+            raise_setup(run, code_exit, stderr, raise_unavailable)
+            return SandboxResult(
+                False, None, "sandbox_unavailable", tail(stderr), 0.0, stdout, stderr, wall_s,
+                controls,
+            )  # fmt: skip
+        value, failure, error = classify(run, code_exit, cgroup)
+        end = run.t_done if run.t_done is not None else (run.t_end or time.monotonic())
+        exec_s = max(0.0, end - run.t_ready, reported_call_s(run, limits))
+        return SandboxResult(
+            ok=failure is None,
+            value=value if failure is None else None,
+            failure=failure,
+            error=error or None,
+            exec_s=exec_s,
+            stdout=stdout,
+            stderr=stderr,
+            wall_s=wall_s,
+            controls=controls,
+        )
+    finally:
+        if cgroup is not None:
+            cgroup.destroy()
+
+
+def check_host(limits: SandboxLimits = SandboxLimits()) -> tuple[str, ...]:  # noqa: B008
+    """Check at start-up that agent code can be sandboxed here; return the layers available.
+
+    Resolves the tools (root, bwrap, setpriv, unshare) and creates and removes one probe
+    cgroup with ``limits``. A worker that runs MALT episodes calls this once when it starts,
+    so that a host without a memory cgroup fails loudly instead of per episode.
+
+    Raises:
+        SandboxUnavailableError: the reason, e.g. no memory limit can be enforced (unless
+            ``NETARENA_SANDBOX_ALLOW_NO_CGROUP=1``).
+    """
+    _bwrap.plan()
+    controls: tuple[str, ...] = ("bwrap", "uid", "rlimits", "ipc_limits")
+    controls += ("seccomp",) if seccomp_program() is not None else ()
+    probe = _make_cgroup(f"netarena-sbx-probe-{os.getpid()}", limits, raise_unavailable=True)
+    if isinstance(probe, Cgroup):
+        probe.destroy()
+        controls += ("cgroup",)
+    return controls
