@@ -16,7 +16,8 @@ DI     1 ``ifconfig <if> down``; 2 ``ip link set <if> down``; 3 MTU 68;      R H
        4 ``ip link set <if> arp off`` (no address resolution on the link)
 RI     1 ``ip addr flush``; 2 flush + a random ``10.x.y.z/24``; 3 flush +    R H
        its own address with a mask that cuts the gateway or the hosts off
-       (/30, /31, /32); 4 flush + another subnet's router address
+       (/30, /31, /32); 4 flush + another subnet's address (a router: the
+       router address of another subnet it serves)
 DT     1 iptables INPUT ``-s`` / OUTPUT ``-d`` DROP for a subnet; 2 the same  R H
        with REJECT; 3 the same for ICMP only; 4 delay on an interface
        (token-bucket shaper, see below)
@@ -291,11 +292,21 @@ def make_fault(
             params["mask"] = mask
             wrong = f"{address}/{mask}"
         elif method == 4:
+            # another subnet's address. A router takes the router address of another subnet
+            # it serves itself (the paper's duplicate); otherwise an address no node pings
+            # (.200-.250), because owning another node's probe address would make that pair
+            # look reachable and its repair look like a loss.
             own = _subnet_of_cidr(cidr)
-            others = [k for k in subnets if k != own]
-            j = rng.choice(others)
+            mine = []
+            if _kind(machine) == "R":
+                mine = [k for k in topo.router_subnets(int(machine[1:])) if k != own]
+            if mine:
+                j = rng.choice(mine)
+                wrong = f"192.168.{j}.1/24"
+            else:
+                j = rng.choice([k for k in subnets if k != own])
+                wrong = f"192.168.{j}.{rng.randint(200, 250)}/24"
             params["duplicate_of"] = j
-            wrong = f"192.168.{j}.1/24"
         if wrong is not None:
             params["address"] = wrong
             inject.append(f"ip addr add {wrong} dev {intf}")
