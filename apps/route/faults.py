@@ -11,7 +11,8 @@ DR     1 ``sysctl net.ipv4.ip_forward=0``; 2 ``iptables -P FORWARD DROP``;   R
        3 ``ip rule add iif <if> prohibit``; 4 ``iptables -A FORWARD -s
        <subnet> -j DROP``; 5 ``sysctl net.ipv4.conf.<if>.forwarding=0``
        (forwarding off for traffic entering one interface); 6 ``iptables -I
-       FORWARD -i <if> -j DROP``
+       FORWARD -i <if> -j DROP``; 7 ``ip rule add iif <if> lookup <table>`` of a
+       table whose only route is ``unreachable default``
 DI     1 ``ifconfig <if> down``; 2 ``ip link set <if> down``; 3 MTU 68;      R H
        4 ``ip link set <if> arp off`` (no address resolution on the link)
 RI     1 ``ip addr flush``; 2 flush + a random ``10.x.y.z/24``; 3 flush +    R H
@@ -86,6 +87,7 @@ METHODS: dict[str, dict[int, tuple[str, str]]] = {
         4: ("forward_drop_subnet", "R"),
         5: ("interface_forwarding_off", "R"),
         6: ("forward_drop_iif", "R"),
+        7: ("rule_lookup_unreachable_table", "R"),
     },
     "DI": {
         1: ("ifconfig_down", "RH"),
@@ -136,8 +138,9 @@ LEVEL_SHAPES: dict[int, tuple[int, tuple[int, int], tuple[int, int]]] = {
 }
 #: Level -> how many distractors a query carries.
 DISTRACTORS_PER_LEVEL: dict[int, tuple[int, int]] = {1: (1, 2), 2: (2, 3), 3: (3, 4)}
-#: Probability that a fault of a label that applies to both kinds lands on a router.
-ROUTER_SHARE = 1 / 3
+#: Probability that a fault of a label with methods for both kinds lands on a router (then a
+#: method for routers is drawn, else one for hosts).
+ROUTER_SHARE = 1 / 4
 
 #: Placeholder for the episode prefix inside stored commands.
 PREFIX_PLACEHOLDER = "{p}"
@@ -254,10 +257,19 @@ def make_fault(
             params = {"interface": intf}
             inject = [f"sysctl -w net.ipv4.conf.{intf}.forwarding=0"]
             repair = [f"sysctl -w net.ipv4.conf.{intf}.forwarding=1"]
-        else:
+        elif method == 6:
             params = {"interface": intf}
             inject = [f"iptables -I FORWARD -i {intf} -j DROP"]
             repair = [f"iptables -D FORWARD -i {intf} -j DROP"]
+        else:
+            # traffic entering <if> is routed by a table whose only route is unreachable
+            pref, table = rng.randint(1000, 30000), rng.randint(100, 250)
+            params = {"interface": intf, "pref": pref, "table": table}
+            inject = [
+                f"ip route add unreachable default table {table}",
+                f"ip rule add iif {intf} lookup {table} pref {pref}",
+            ]
+            repair = [f"ip rule del pref {pref}", f"ip route del unreachable default table {table}"]
     elif label == "DI":
         params = {"interface": intf}
         routes = [f"ip route add {r}" for r in topo.routes_through(node, intf)]
@@ -471,17 +483,34 @@ def make_distractor(
 
 
 # sampling -----------------------------------------------------------------------------------
-def _pick_machine(
-    label: str, method: int, topo: RouteTopology, rng: random.Random, taken: set[str]
-) -> str:
-    kinds = METHODS[label][method][1]
+def _pick(
+    label: str,
+    topo: RouteTopology,
+    rng: random.Random,
+    taken: set[str],
+    method: int | None = None,
+) -> tuple[int, str]:
+    """Draw (method, machine) for ``label``: the machine kind first (routers with probability
+    :data:`ROUTER_SHARE` when the label has methods for both), then a method of that kind, then
+    a machine of that kind not in ``taken`` (uniformly)."""
     routers = [f"r{i}" for i in range(topo.num_routers)]
     hosts = [f"h{n}" for n in range(1, topo.num_hosts + 1)]
-    use_router = "H" not in kinds or ("R" in kinds and rng.random() < ROUTER_SHARE)
-    pool = [m for m in (routers if use_router else hosts) if m not in taken]
+    methods = METHODS[label]
+    if method is not None:
+        kinds = methods[method][1]
+    else:
+        kinds = "".join(sorted({k for _name, ks in methods.values() for k in ks}))
+    if len(kinds) > 1:
+        kind = "R" if rng.random() < ROUTER_SHARE else "H"
+    else:
+        kind = kinds
+    pool = [m for m in (routers if kind == "R" else hosts) if m not in taken]
     if not pool:
-        pool = [m for m in routers + hosts if m not in taken and _kind(m) in kinds]
-    return rng.choice(pool)
+        kind = "H" if kind == "R" else "R"
+        pool = [m for m in (routers if kind == "R" else hosts) if m not in taken]
+    if method is None:
+        method = rng.choice(sorted(n for n, (_name, ks) in methods.items() if kind in ks))
+    return method, rng.choice(pool)
 
 
 def sample_ground_truth(
@@ -520,14 +549,11 @@ def sample_ground_truth(
     faults: list[dict[str, Any]] = []
     taken: set[str] = set()
     for position, label in enumerate(labels):
-        if methods is not None:
-            method = methods[position]
+        forced = methods[position] if methods is not None else None
+        if machines is not None and forced is not None:
+            method, machine = forced, machines[position]
         else:
-            method = rng.choice(sorted(METHODS[label]))
-        if machines is not None:
-            machine = machines[position]
-        else:
-            machine = _pick_machine(label, method, topo, rng, taken)
+            method, machine = _pick(label, topo, rng, taken, forced)
         taken.add(machine)
         faults.append(make_fault(label, method, machine, topo, rng))
     extras: list[dict[str, Any]] = []

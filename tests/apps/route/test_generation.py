@@ -56,7 +56,7 @@ def test_table5_levels_and_labels() -> None:
     pairs = {frozenset(c) for c in LEVEL_LABELS[2] + LEVEL_LABELS[3]}
     assert len(pairs) == 10  # every unordered pair of the five categories exactly once
     # the paper's methods (4, 3, 4, 4, 4) plus the other ways ip/iptables/sysctl inject them
-    assert METHOD_COUNTS == {"DR": 6, "DI": 4, "RI": 4, "DT": 4, "WR": 10}
+    assert METHOD_COUNTS == {"DR": 7, "DI": 4, "RI": 4, "DT": 4, "WR": 10}
 
 
 def test_a_mixed_batch_covers_all_fifteen_labels_evenly_with_right_levels() -> None:
