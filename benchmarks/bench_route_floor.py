@@ -29,7 +29,7 @@ def _play(app: RouteApp, query: Query, agent: str) -> tuple[bool, bool, int]:
     """One episode of ``agent`` on ``query``: (correct, safe, steps)."""
     with app.episode(query) as episode:
         history: list[JSON] = [{"role": "user", "content": episode.reset()}]
-        for _ in range(app.step_budget):
+        for _ in range(app.max_steps):
             if agent == "oracle":
                 reply = app.oracle_reply(query.ground_truth, history)
             elif agent == "heuristic":

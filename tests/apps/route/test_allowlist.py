@@ -12,10 +12,11 @@ import json
 
 import pytest
 
-from apps.route import agents
+from apps.route import reference as agents
 from apps.route.allowlist import COMMAND_MAX_CHARS, check_command
 from apps.route.app import RouteApp
-from apps.route.faults import LEVEL_LABELS, METHOD_COUNTS, make_fault, with_prefix
+from apps.route.faults import LEVEL_LABELS, METHODS, make_fault, with_prefix
+from apps.route.topology import RouteTopology
 
 PREFIX = "nq7x_"
 
@@ -227,19 +228,28 @@ def test_everyday_commands_allowed(command: str) -> None:
 
 
 def _reference_commands() -> set[str]:
-    """Every repair command of every fault method (as the oracle sends them)."""
+    """Every repair command of every fault method on every kind of machine (as the oracle
+    sends them), on one-, two- and three-router topologies, plus those of generated queries."""
     import random
 
     commands: set[str] = set()
-    for label, count in METHOD_COUNTS.items():
-        for method in range(1, count + 1):
-            for seed in range(20):
-                fault = make_fault(label, method, [2, 3, 4], random.Random(seed))
-                commands.update(with_prefix(c, PREFIX) for c in fault["repair"])
+    for routers, switches in ((1, 3), (2, 4), (3, 5)):
+        topo = RouteTopology(switches, 2, routers, "{p}")
+        machines = [f"r{i}" for i in range(routers)] + ["h1", f"h{switches * 2}"]
+        for label, methods in METHODS.items():
+            for method, (_name, kinds) in methods.items():
+                for machine in machines:
+                    if machine[0].upper() not in kinds:
+                        continue
+                    for seed in range(12):
+                        fault = make_fault(label, method, machine, topo, random.Random(seed))
+                        commands.update(with_prefix(c, PREFIX) for c in fault["repair"])
     app = RouteApp()
     for level in LEVEL_LABELS:
         for query in app.generate(60, seed=11, level=level):
-            commands.update(with_prefix(c, PREFIX) for c in query.ground_truth["repair"])
+            commands.update(
+                with_prefix(step["command"], PREFIX) for step in query.ground_truth["repair"]
+            )
     return commands
 
 
