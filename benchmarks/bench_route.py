@@ -118,7 +118,8 @@ def bench_topology(switches: int, hosts: int, reps: int) -> None:
         for fault in query.ground_truth["faults"]:
             for command in fault["inject"]:
                 net.exec(
-                    net.topology.router, shlex.split(with_prefix(command, net.topology.prefix))
+                    net.topology.prefix + fault.get("machine", "r0"),
+                    shlex.split(with_prefix(command, net.topology.prefix)),
                 )
         lossy.append(net.pingall().elapsed_s)
         started = time.perf_counter()

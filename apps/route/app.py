@@ -16,6 +16,7 @@ steps. Unparseable or refused replies are steps with an error observation. The v
 from __future__ import annotations
 
 import shlex
+import subprocess
 import time
 from typing import Any, ClassVar
 
@@ -61,10 +62,7 @@ class RouteEpisode(Episode):
         self.probe_timeout_s = probe_timeout_s
         self.command_timeout_s = command_timeout_s
         self.output_cap_bytes = output_cap_bytes
-        shape = query.ground_truth["topology"]
-        self.network = RouteNetwork(
-            RouteTopology(int(shape["num_switches"]), int(shape["hosts_per_switch"]))
-        )
+        self.network = RouteNetwork(RouteTopology.from_dict(query.ground_truth["topology"]))
         self._ended = False
         self._tally: StepTally | None = None
         self._started = 0.0
@@ -111,19 +109,29 @@ class RouteEpisode(Episode):
                 f"fresh network is not fully connected ({healthy.loss_percent:.1f}% lost); "
                 "is the host's FORWARD policy dropping bridged traffic?"
             )
-        for fault in self.query.ground_truth["faults"]:
-            for command in fault["inject"]:
-                status, output = self.network.exec(
-                    topo.router, shlex.split(with_prefix(command, topo.prefix))
-                )
-                if status != 0:
-                    self.close()
-                    raise EmulatorError(f"fault injection failed: {command}: {output}")
-        if any(f["label"] == "DT" and f["method"] == 4 for f in self.query.ground_truth["faults"]):
+        truth = self.query.ground_truth
+        # distractors first (harmless, part of the network the agent finds), then the faults,
+        # each on its machine (version 1 truths have no machine: r0)
+        changes = [(d["machine"], d["command"]) for d in truth.get("distractors", [])]
+        changes += [
+            (fault.get("machine", "r0"), command)
+            for fault in truth["faults"]
+            for command in fault["inject"]
+        ]
+        for machine, command in changes:
+            status, output = self.network.exec(
+                topo.prefix + machine, shlex.split(with_prefix(command, topo.prefix))
+            )
+            if status != 0:
+                self.close()
+                raise EmulatorError(f"fault injection failed on {machine}: {command}: {output}")
+        if any(f["label"] == "DT" and f["method"] == 4 for f in truth["faults"]):
             # drain the shaper's token bucket, so that the one frame its burst lets through
             # does not count a pair as reachable in the baseline of the safety check
             self._probe()
-        initial = self._probe(settle_on=topo.router)
+        for machine in sorted({fault.get("machine", "r0") for fault in truth["faults"]}):
+            self._settle_s += self.network.wait_links_settled(topo.prefix + machine)
+        initial = self._probe()
         if initial.lost == 0:
             self.close()
             raise EmulatorError(f"injected faults {self.query.label} did not break pingall")
@@ -177,12 +185,21 @@ class RouteEpisode(Episode):
             return self._finish_step(n, f"Step {n}: refused: {reason}", info)
         before_state = self.network.fingerprint_parts(machine)
         before = tally.last
-        result = run_sandboxed(
-            self.network.pid_of(machine),
-            argv,
-            timeout_s=self.command_timeout_s,
-            output_cap_bytes=self.output_cap_bytes,
-        )
+        try:
+            result = run_sandboxed(
+                self.network.pid_of(machine),
+                argv,
+                timeout_s=self.command_timeout_s,
+                output_cap_bytes=self.output_cap_bytes,
+            )
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            # agent text that the allow-list passed but the OS would not run (not expected:
+            # control characters are refused) is a refused step, never a crash of the run
+            tally.refused += 1
+            info["error"] = "refused"
+            return self._finish_step(
+                n, f"Step {n}: refused: the command could not be run ({type(exc).__name__})", info
+            )
         after_state = self.network.fingerprint_parts(machine)
         changed = after_state != before_state
         # link or qdisc changes take effect through the kernel's link-watch (<= 1 s later)
@@ -243,14 +260,16 @@ class RouteApp(App):
     """Routing misconfiguration troubleshooting (paper Appendix C, Table 5).
 
     Args:
-        switches: inclusive range of the subnet count S (paper: 2-4; larger is a knob).
-        hosts: inclusive range of hosts per subnet H (paper: 2-4).
+        switches: inclusive range of the subnet count S (default: the level's, see
+            ``faults.LEVEL_SHAPES``; the paper's 2-4 at level 1).
+        hosts: inclusive range of hosts per subnet H (default: the level's).
         probe_timeout_s: pingall wait per attempt in seconds (default 0.2).
     """
 
     app_id: ClassVar[str] = "route"
     title: ClassVar[str] = "Routing misconfiguration (Mininet)"
-    version: ClassVar[int] = 1
+    #: 2: faults on any node and interface, more methods, distractors, topologies by level
+    version: ClassVar[int] = 2
     levels: ClassVar[tuple[int, ...]] = (1, 2, 3)
     #: The step budget (the reference harness's ``max_iterations``).
     max_steps: ClassVar[int] = 10
@@ -260,12 +279,13 @@ class RouteApp(App):
 
     def __init__(
         self,
-        switches: tuple[int, int] = (2, 4),
-        hosts: tuple[int, int] = (2, 4),
+        switches: tuple[int, int] | None = None,
+        hosts: tuple[int, int] | None = None,
         probe_timeout_s: float = PROBE_TIMEOUT_S,
     ) -> None:
-        if not (1 <= switches[0] <= switches[1]) or not (1 <= hosts[0] <= hosts[1]):
-            raise ValueError("switches/hosts must be increasing ranges of positive integers")
+        for bounds in (switches, hosts):
+            if bounds is not None and not 1 <= bounds[0] <= bounds[1]:
+                raise ValueError("switches/hosts must be increasing ranges of positive integers")
         self.switches = switches
         self.hosts = hosts
         self.probe_timeout_s = probe_timeout_s

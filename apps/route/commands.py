@@ -1,10 +1,12 @@
 """Agent commands: the allow-list and the no-shell sandbox they run in.
 
-A command is split with :func:`shlex.split` -- no shell ever sees it -- and checked against an
-allow-list of network tools. Allowed commands run inside the node's network namespace
-(``nsenter --net=/proc/<pid>/ns/net``, done by the evaluator) under bubblewrap: a private
-mount namespace with a read-only ``/usr`` and ``/etc`` and nothing else of the host
-filesystem, fresh ``/proc`` in a new PID namespace (no host processes visible),
+A command is split with :func:`shlex.split` -- no shell ever sees it -- and checked against the
+per-tool grammars of :mod:`apps.route.allowlist`. Allowed commands run inside the node's network
+namespace (``nsenter --net=/proc/<pid>/ns/net``, done by the evaluator) under bubblewrap, all of
+it started with the two-variable :data:`SANDBOX_ENV` (never the evaluator's environment): a
+private mount namespace with a read-only ``/usr``, only the ``/etc`` files the tools read
+(:data:`SANDBOX_ETC_FILES`) and nothing else of the host filesystem, fresh ``/proc`` in a new
+PID namespace (no host processes visible),
 ``/proc/sys/net`` writable (per network namespace) while the rest of ``/proc/sys`` stays
 read-only, empty ``/run`` ``/tmp`` ``/sys``, all capabilities dropped except ``CAP_NET_ADMIN``
 and ``CAP_NET_RAW``, a per-command timeout and an output cap.
@@ -14,10 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import posixpath
-import re
 import select
-import shlex
 import shutil
 import signal
 import subprocess
@@ -26,94 +25,28 @@ from dataclasses import dataclass
 
 from evaluator.app import DependencyMissingError
 
+from apps.route.allowlist import ALLOWED_TOOLS, COMMAND_MAX_CHARS, check_command
+
+__all__ = [
+    "ALLOWED_TOOLS", "COMMAND_MAX_CHARS", "COMMAND_TIMEOUT_S", "OUTPUT_CAP_BYTES",
+    "SANDBOX_ENV", "SANDBOX_ETC_FILES", "CommandOutput", "check_command", "run_sandboxed",
+]  # fmt: skip
+
 #: Per-command wall-clock limit (seconds).
 COMMAND_TIMEOUT_S = 5.0
 #: Output shown to the agent is cut after this many bytes.
 OUTPUT_CAP_BYTES = 16_384
-#: Longest accepted command (characters).
-COMMAND_MAX_CHARS = 1_000
-
-ALLOWED_TOOLS = (
-    "ip", "ifconfig", "route", "arp", "iptables", "iptables-save", "ip6tables",
-    "ip6tables-save", "sysctl", "tc", "ss", "netstat", "cat",
+#: The only environment of the processes started for agent commands (nsenter, bwrap and so
+#: bwrap's own init, which is pid 1 of the sandbox and readable as /proc/1/environ there).
+SANDBOX_ENV = {"PATH": "/usr/sbin:/usr/bin", "LANG": "C"}
+#: The /etc entries the allowed tools read (found with strace): the dynamic linker's cache, the
+#: alternatives links iptables runs through, iproute2's name tables and the name-service files
+#: used when a tool prints names instead of numbers. Everything else of /etc stays out.
+SANDBOX_ETC_FILES = (
+    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+    "/etc/iproute2", "/etc/protocols", "/etc/services", "/etc/hosts", "/etc/host.conf",
+    "/etc/nsswitch.conf", "/etc/networks", "/etc/ethertypes", "/etc/passwd", "/etc/group",
 )  # fmt: skip
-
-_SHELL_CHARS = re.compile(r"[;&|<>`$\n\r\\]")
-#: ``net.a.b`` or ``net/a/b``; segments cannot be empty or ``..`` (no way out of net.*).
-_SYSCTL_KEY = re.compile(r"^net(?:(?:\.[A-Za-z0-9_-]+)+|(?:/[A-Za-z0-9_-]+)+)(=\S*)?$")
-_IP_REFUSED = {
-    "netns", "-n", "-netns", "--netns", "-b", "-batch", "--batch", "vrf", "monitor", "exec",
-    "-force", "--force", "mptcp", "xfrm",
-}  # fmt: skip
-_TC_REFUSED = {"-b", "-batch", "--batch", "exec", "-n", "-netns", "--netns", "-force", "bpf"}
-
-
-def check_command(command: str) -> tuple[list[str] | None, str | None]:
-    """Split ``command`` and check it against the allow-list.
-
-    Returns ``(argv, None)`` when allowed, ``(None, reason)`` when refused.
-    """
-    if len(command) > COMMAND_MAX_CHARS:
-        return None, f"command longer than {COMMAND_MAX_CHARS} characters"
-    if _SHELL_CHARS.search(command) or "$(" in command:
-        return None, (
-            "shell syntax is not available (no ; && || | $( ) ` < > or backslashes): "
-            "send exactly one command per step"
-        )
-    try:
-        argv = shlex.split(command)
-    except ValueError as exc:
-        return None, f"cannot split the command: {exc}"
-    if not argv:
-        return None, "empty command"
-    tool = argv[0]
-    if tool == "sudo":
-        return None, "no sudo: commands already run with the privileges they need"
-    if tool in ("ping", "ping6", "fping", "arping", "traceroute"):
-        return None, "no ping: the pingall result is provided after every step"
-    if tool not in ALLOWED_TOOLS:
-        return None, f"{tool!r} is not an allowed tool; allowed: {', '.join(ALLOWED_TOOLS)}"
-    args = argv[1:]
-    if tool == "ip":
-        bad = [a for a in args if a in _IP_REFUSED or a.startswith(("-netns", "-batch"))]
-        if bad:
-            return None, f"ip {bad[0]} is not allowed here"
-    elif tool == "tc":
-        bad = [a for a in args if a in _TC_REFUSED]
-        if bad:
-            return None, f"tc {bad[0]} is not allowed here"
-    elif tool in ("iptables", "ip6tables", "iptables-save", "ip6tables-save"):
-        bad = [
-            a
-            for a in args
-            if a.startswith(("--modprobe", "-M", "--file"))
-            or (a == "-f" and tool.endswith("-save"))
-        ]
-        if bad:
-            return None, f"{tool} {bad[0]} is not allowed here"
-    elif tool == "arp":
-        if any(a in ("-f", "--file") for a in args):
-            return None, "arp -f is not allowed here"
-    elif tool == "ss":
-        if any(a in ("-N", "--net") or a.startswith("--net=") for a in args):
-            return None, "ss -N is not allowed here"
-    elif tool == "sysctl":
-        options = [a for a in args if a.startswith("-")]
-        keys = [a for a in args if not a.startswith("-")]
-        if any(o not in ("-w", "-n", "-e", "-q", "-N", "--write", "--values") for o in options):
-            return None, "sysctl: only -w -n -e -q -N with explicit net.* keys are allowed"
-        if not keys or not all(_SYSCTL_KEY.match(k) for k in keys):
-            return None, "sysctl: only net.* keys are allowed (e.g. net.ipv4.ip_forward)"
-    elif tool == "cat":
-        if not args:
-            return None, "cat needs a file under /proc/net or /proc/sys/net"
-        for path in args:
-            norm = posixpath.normpath(path)
-            if path.startswith("-") or not (
-                norm.startswith("/proc/net/") or norm.startswith("/proc/sys/net/")
-            ):
-                return None, "cat: only files under /proc/net and /proc/sys/net"
-    return argv, None
 
 
 def _bwrap_argv() -> list[str]:
@@ -122,17 +55,16 @@ def _bwrap_argv() -> list[str]:
     if bwrap is None or nsenter is None:
         raise DependencyMissingError("bwrap (apt bubblewrap) and nsenter (util-linux) are needed")
     argv = [
-        bwrap, "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
+        bwrap, "--ro-bind", "/usr", "/usr",
         "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
         "--symlink", "usr/lib", "/lib",
     ]  # fmt: skip
     if os.path.isdir("/usr/lib64"):
         argv += ["--symlink", "usr/lib64", "/lib64"]
-    for secret in ("/etc/shadow", "/etc/gshadow", "/etc/ssh", "/etc/ssl/private"):
-        if os.path.isdir(secret):
-            argv += ["--tmpfs", secret]
-        elif os.path.exists(secret):
-            argv += ["--ro-bind", "/dev/null", secret]
+    argv += ["--dir", "/etc"]
+    for path in SANDBOX_ETC_FILES:
+        if os.path.lexists(path):
+            argv += ["--ro-bind", path, path]
     argv += [
         # /proc/sys read-only (kernel.* etc. are global), then the per-namespace net.* writable
         "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
@@ -180,6 +112,7 @@ def run_sandboxed(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        env=dict(SANDBOX_ENV),
     )
     assert proc.stdout is not None
     chunks: list[bytes] = []

@@ -1,24 +1,41 @@
-"""Fault catalogue of the routing app: paper Appendix C.2 and Table 5.
+"""Fault catalogue of the routing app: paper Appendix C.2 and Table 5, on any node.
 
-Five fault categories, every method the paper lists, all injected on the router ``r0``:
+Five fault categories (the paper's), each injectable in several ways with ``ip``, ``iptables``,
+``sysctl``, ``ifconfig`` and ``tc``, on any router or host and on any interface of it (issue 11
+item 4). ``kinds`` says where a method applies (``R`` routers, ``H`` hosts):
 
-====  ============================  =======================================================
-DR    disable_routing               1 ``sysctl net.ipv4.ip_forward=0``; 2 ``iptables -P FORWARD
-                                    DROP``; 3 ``ip rule ... prohibit`` (traffic entering from
-                                    one subnet); 4 ``iptables -A FORWARD -s <subnet> -j DROP``
-DI    disable_interface             1 ``ifconfig <if> down``; 2 ``ip link set <if> down``;
-                                    3 ``ip link set <if> mtu 68``
-RI    remove_ip                     1 ``ip addr flush``; 2 flush + random ``10.x.y.1/24``;
-                                    3 flush + own address with mask /30, /31 or /32;
-                                    4 flush + another subnet's router address (duplicate)
-DT    drop_traffic_to_from_subnet   1 iptables INPUT/OUTPUT DROP for a subnet; 2 the same with
-                                    REJECT; 3 the same for ICMP only; 4 delay (see below)
-WR    wrong_routing_table           a subnet's route is deleted and replaced by: 1 a route out
-                                    of another interface; 2 a route via an unreachable gateway
-                                    (10.255.255.254, ``onlink``); 3 a route out of another
-                                    interface with metric 5000-20000; 4 a route via a host of
-                                    another subnet (a misdirection loop)
-====  ============================  =======================================================
+=====  ====================================================================  =====
+label  methods                                                               kinds
+=====  ====================================================================  =====
+DR     1 ``sysctl net.ipv4.ip_forward=0``; 2 ``iptables -P FORWARD DROP``;   R
+       3 ``ip rule add iif <if> prohibit``; 4 ``iptables -A FORWARD -s
+       <subnet> -j DROP``; 5 ``sysctl net.ipv4.conf.<if>.forwarding=0``
+       (forwarding off for traffic entering one interface); 6 ``iptables -I
+       FORWARD -i <if> -j DROP``; 7 ``ip rule add iif <if> lookup <table>`` of a
+       table whose only route is ``unreachable default``
+DI     1 ``ifconfig <if> down``; 2 ``ip link set <if> down``; 3 MTU 68;      R H
+       4 ``ip link set <if> arp off`` (no address resolution on the link)
+RI     1 ``ip addr flush``; 2 flush + a random ``10.x.y.z/24``; 3 flush +    R H
+       its own address with a mask that cuts the gateway or the hosts off
+       (/30, /31, /32); 4 flush + another subnet's address (a router: the
+       router address of another subnet it serves)
+DT     1 iptables INPUT ``-s`` / OUTPUT ``-d`` DROP for a subnet; 2 the same  R H
+       with REJECT; 3 the same for ICMP only; 4 delay on an interface
+       (token-bucket shaper, see below)
+WR     routers: a route is deleted and replaced by 1 a route out of another  R H
+       interface; 2 a route via an unreachable gateway (``onlink``); 3 a
+       route out of another interface with metric 5000-20000; 4 a route via
+       a wrong next hop (a host of another subnet, or back to the peer
+       router: a loop); 5 a more specific /27 out of a wrong interface;
+       6 a more specific /27 blackhole. Hosts: 7 the default route via
+       another host; 8 the default route via an unreachable gateway;
+       9 the default route deleted; 10 a route for another subnet via
+       another host
+=====  ====================================================================  =====
+
+The kernel drops gateway routes through an interface that goes down or loses its address, so
+the repairs of DI 1-2 and RI re-add the plan's routes through that interface
+(:meth:`RouteTopology.routes_through`).
 
 Substitution for DT method 4: the paper adds ``tc netem delay 1000-5000ms``; ``sch_netem`` is not
 built into these kernels. We keep the observable effect (packets through the interface arrive
@@ -26,21 +43,22 @@ seconds late, so pingall times out on them while traffic still flows) with a tok
 shaper that is built in: ``tc qdisc add dev <if> root tbf rate <R>bit burst 128 latency 30s``
 with R = 784 000 / delay_ms bit/s, i.e. one 98-byte echo frame per ``delay_ms`` milliseconds.
 
-Operands are chosen so that every fault really breaks pingall, avoiding the reference
-implementation's no-ops: RI method 3 uses only /30, /31 and /32 (with /8 or /16 -- and any mask
-up to /25 -- the hosts at .100+ stay on-link); WR method 2 adds ``onlink`` (without it the
-kernel refuses the unreachable gateway and the fault degenerates to a deleted route).
+Operands are chosen so that every fault really breaks pingall: RI method 3 uses only masks
+that cut the interface off its peers; WR method 2 adds ``onlink`` (without it the kernel refuses
+the unreachable gateway). In a two-fault query (levels 2-3) the faults sit on different
+machines, so neither fault's injection or repair depends on the other. Repairs are applied in
+reverse order of injection.
 
-In a two-fault query (levels 2-3) the two faults touch disjoint subnets, so neither fault's
-injection or repair depends on the other; when the drawn topology has too few subnets for that,
-the subnet count is raised (still within the 2-4 range whenever possible). Repairs are applied
-in reverse order of injection.
+Distractors (issue 11 item 4): each query also adds harmless configuration a correct fix leaves
+alone -- unused routes and blackholes for unused prefixes, ACCEPT rules, DROP rules and
+``prohibit`` rules for unused prefixes, and spare veth interfaces left down.
 
-Complexity levels follow the paper's Table 5: level 2 = DR+DI, DR+RI, DR+DT, DR+WR, RI+WR,
-DT+WR; level 3 = DI+DT, DI+WR, RI+DT, DI+RI. (The reference implementation's plotting table
-swaps DR+DT and DI+DT; we follow the paper.)
+Levels follow the paper's Table 5 for the labels: level 2 = DR+DI, DR+RI, DR+DT, DR+WR, RI+WR,
+DT+WR; level 3 = DI+DT, DI+WR, RI+DT, DI+RI. Topologies grow with the level (see
+:data:`LEVEL_SHAPES`).
 
-Commands are stored with the placeholder ``{p}`` for the episode's node-name prefix.
+Commands are stored with the placeholder ``{p}`` for the episode's node-name prefix; machines
+by their unprefixed names (``r0``, ``h3``).
 """
 
 from __future__ import annotations
@@ -60,8 +78,50 @@ FAULT_TYPES: dict[str, str] = {
     "WR": "wrong_routing_table",
 }
 
-#: Label -> number of methods (paper C.2: 4, 3, 4, 4, 4).
-METHOD_COUNTS: dict[str, int] = {"DR": 4, "DI": 3, "RI": 4, "DT": 4, "WR": 4}
+#: Label -> method number -> (short name, machine kinds it applies to).
+METHODS: dict[str, dict[int, tuple[str, str]]] = {
+    "DR": {
+        1: ("ip_forward_off", "R"),
+        2: ("forward_policy_drop", "R"),
+        3: ("rule_prohibit_iif", "R"),
+        4: ("forward_drop_subnet", "R"),
+        5: ("interface_forwarding_off", "R"),
+        6: ("forward_drop_iif", "R"),
+        7: ("rule_lookup_unreachable_table", "R"),
+    },
+    "DI": {
+        1: ("ifconfig_down", "RH"),
+        2: ("link_down", "RH"),
+        3: ("mtu_68", "RH"),
+        4: ("arp_off", "RH"),
+    },
+    "RI": {
+        1: ("flush", "RH"),
+        2: ("random_address", "RH"),
+        3: ("wrong_mask", "RH"),
+        4: ("other_subnet_address", "RH"),
+    },
+    "DT": {
+        1: ("drop_subnet", "RH"),
+        2: ("reject_subnet", "RH"),
+        3: ("drop_icmp_subnet", "RH"),
+        4: ("delay", "RH"),
+    },
+    "WR": {
+        1: ("other_interface", "R"),
+        2: ("unreachable_gateway", "R"),
+        3: ("other_interface_metric", "R"),
+        4: ("wrong_next_hop", "R"),
+        5: ("specific_other_interface", "R"),
+        6: ("specific_blackhole", "R"),
+        7: ("default_via_host", "H"),
+        8: ("default_unreachable", "H"),
+        9: ("default_deleted", "H"),
+        10: ("subnet_via_host", "H"),
+    },
+}
+#: Label -> number of methods.
+METHOD_COUNTS: dict[str, int] = {label: len(methods) for label, methods in METHODS.items()}
 
 #: Level -> label tuples (paper Table 5).
 LEVEL_LABELS: dict[int, list[tuple[str, ...]]] = {
@@ -69,11 +129,21 @@ LEVEL_LABELS: dict[int, list[tuple[str, ...]]] = {
     2: [("DR", "DI"), ("DR", "RI"), ("DR", "DT"), ("DR", "WR"), ("RI", "WR"), ("DT", "WR")],
     3: [("DI", "DT"), ("DI", "WR"), ("RI", "DT"), ("DI", "RI")],
 }
+#: Level -> (routers, subnet range, hosts-per-subnet range). Level 1 is the paper's network;
+#: levels 2 and 3 add routers and subnets (issue 11 item 4).
+LEVEL_SHAPES: dict[int, tuple[int, tuple[int, int], tuple[int, int]]] = {
+    1: (1, (2, 4), (2, 4)),
+    2: (2, (3, 5), (2, 3)),
+    3: (3, (4, 6), (2, 3)),
+}
+#: Level -> how many distractors a query carries.
+DISTRACTORS_PER_LEVEL: dict[int, tuple[int, int]] = {1: (1, 2), 2: (2, 3), 3: (3, 4)}
+#: Probability that a fault of a label with methods for both kinds lands on a router (then a
+#: method for routers is drawn, else one for hosts).
+ROUTER_SHARE = 1 / 4
 
 #: Placeholder for the episode prefix inside stored commands.
 PREFIX_PLACEHOLDER = "{p}"
-#: Masks used by RI method 3 (paper lists 8, 16, 30, 31, 32; /8 and /16 are no-ops).
-RI_BAD_MASKS = (30, 31, 32)
 #: Frame size of a default ping echo (14 + 20 + 8 + 56 bytes), for the DT-4 rate.
 ECHO_FRAME_BYTES = 98
 
@@ -86,47 +156,83 @@ def level_of(labels: tuple[str, ...]) -> int:
     raise KeyError("+".join(labels))
 
 
-def subnets_needed(label: str, method: int) -> int:
-    """How many distinct subnets a fault method touches (0 for router-wide faults)."""
-    if label == "DR":
-        return 0 if method in (1, 2) else 1
-    if label == "RI" and method == 4:
-        return 2
-    if label == "WR":
-        return 2
-    return 1
+def _name(node: str) -> str:
+    """Unprefixed machine name -> its prefixed placeholder form."""
+    return f"{PREFIX_PLACEHOLDER}{node}"
 
 
-def _intf(subnet: int) -> str:
-    return f"{PREFIX_PLACEHOLDER}r0-eth{subnet}"
+def _kind(machine: str) -> str:
+    return "R" if machine.startswith("r") else "H"
 
 
-def _restore_route(subnet: int) -> str:
-    return (
-        f"ip route add 192.168.{subnet}.0/24 dev {_intf(subnet)} proto kernel scope link "
-        f"src 192.168.{subnet}.1"
-    )
+def _interfaces(topo: RouteTopology, machine: str) -> list[tuple[str, str]]:
+    return topo.interfaces(_name(machine))
 
 
-def make_fault(label: str, method: int, subnets: list[int], rng: random.Random) -> dict[str, Any]:
-    """Return one fault: its label, type, method, parameters, injection and repair commands.
+def _subnet_of_cidr(cidr: str) -> int | None:
+    parts = cidr.split(".")
+    return int(parts[2]) if cidr.startswith("192.168.") else None
+
+
+def _egress(topo: RouteTopology, machine: str, subnet: int) -> str:
+    """Interface through which ``machine`` (a router) reaches ``subnet`` in the plan."""
+    index = int(machine[1:])
+    if topo.owner(subnet) == index:
+        return topo.router_intf(subnet)
+    if index == 0:
+        return topo.transit_intfs(topo.owner(subnet))[0]
+    return topo.transit_intfs(index)[1]
+
+
+def _plan_route(topo: RouteTopology, machine: str, subnet: int) -> tuple[str, str] | None:
+    """(delete selector, restore arguments) of ``machine``'s explicit route for ``subnet``."""
+    index = int(machine[1:])
+    cidr = topo.subnet_cidr(subnet)
+    if topo.owner(subnet) == index:
+        intf = topo.router_intf(subnet)
+        return (
+            f"{cidr} dev {intf}",
+            f"{cidr} dev {intf} proto kernel scope link src {topo.router_ip(subnet)}",
+        )
+    if index == 0:
+        t = topo.owner(subnet)
+        route = f"{cidr} via {topo.transit_ips(t)[1]} dev {topo.transit_intfs(t)[0]}"
+        return route, route
+    return None
+
+
+def make_fault(
+    label: str,
+    method: int,
+    machine: str,
+    topo: RouteTopology,
+    rng: random.Random,
+) -> dict[str, Any]:
+    """Return one fault on ``machine``: label, type, method, machine, params, inject, repair.
 
     Args:
         label: ``DR``/``DI``/``RI``/``DT``/``WR``.
-        method: 1-based method number (see the module table).
-        subnets: the subnets (1-based) this fault may touch, at least :func:`subnets_needed`.
+        method: 1-based method number (see :data:`METHODS`).
+        machine: unprefixed machine name (``r0``, ``h3``) of ``topo``; its kind must be one
+            the method applies to.
+        topo: the query's topology with prefix ``{p}``.
         rng: the query's seeded generator for the remaining operands.
 
-    Returns a JSON dict ``{"label", "type", "method", "params", "inject", "repair"}``; all
-    commands run on ``r0`` and carry ``{p}`` for the prefix.
+    Returns a JSON dict ``{"label", "type", "method", "name", "machine", "params", "inject",
+    "repair"}``; the commands run on ``machine`` and carry ``{p}`` for the prefix.
 
     Raises:
-        ValueError: unknown label/method or too few subnets.
+        ValueError: unknown label/method, or a machine the method does not apply to.
     """
-    if label not in FAULT_TYPES or not 1 <= method <= METHOD_COUNTS[label]:
+    if label not in METHODS or method not in METHODS[label]:
         raise ValueError(f"unknown fault {label} method {method}")
-    if len(subnets) < subnets_needed(label, method):
-        raise ValueError(f"{label}-{method} needs {subnets_needed(label, method)} subnets")
+    name, kinds = METHODS[label][method]
+    if _kind(machine) not in kinds:
+        raise ValueError(f"{label}-{method} does not apply to {machine}")
+    node = _name(machine)
+    interfaces = _interfaces(topo, machine)
+    intf, cidr = rng.choice(interfaces)
+    subnets = list(range(1, topo.num_switches + 1))
     params: dict[str, Any] = {}
     inject: list[str]
     repair: list[str]
@@ -138,132 +244,341 @@ def make_fault(label: str, method: int, subnets: list[int], rng: random.Random) 
             inject = ["iptables -P FORWARD DROP"]
             repair = ["iptables -P FORWARD ACCEPT"]
         elif method == 3:
-            k = subnets[0]
             pref = rng.randint(1000, 30000)
-            params = {"subnet": k, "pref": pref}
-            inject = [f"ip rule add iif {_intf(k)} prohibit pref {pref}"]
+            params = {"interface": intf, "pref": pref}
+            inject = [f"ip rule add iif {intf} prohibit pref {pref}"]
             repair = [f"ip rule del pref {pref}"]
-        else:
-            k = subnets[0]
+        elif method == 4:
+            k = rng.choice(subnets)
             params = {"subnet": k}
             inject = [f"iptables -A FORWARD -s 192.168.{k}.0/24 -j DROP"]
             repair = [f"iptables -D FORWARD -s 192.168.{k}.0/24 -j DROP"]
-    elif label == "DI":
-        k = subnets[0]
-        params = {"subnet": k, "interface": _intf(k)}
-        if method == 1:
-            inject = [f"ifconfig {_intf(k)} down"]
-            repair = [f"ifconfig {_intf(k)} up"]
-        elif method == 2:
-            inject = [f"ip link set {_intf(k)} down"]
-            repair = [f"ip link set {_intf(k)} up"]
+        elif method == 5:
+            params = {"interface": intf}
+            inject = [f"sysctl -w net.ipv4.conf.{intf}.forwarding=0"]
+            repair = [f"sysctl -w net.ipv4.conf.{intf}.forwarding=1"]
+        elif method == 6:
+            params = {"interface": intf}
+            inject = [f"iptables -I FORWARD -i {intf} -j DROP"]
+            repair = [f"iptables -D FORWARD -i {intf} -j DROP"]
         else:
+            # traffic entering <if> is routed by a table whose only route is unreachable
+            pref, table = rng.randint(1000, 30000), rng.randint(100, 250)
+            params = {"interface": intf, "pref": pref, "table": table}
+            inject = [
+                f"ip route add unreachable default table {table}",
+                f"ip rule add iif {intf} lookup {table} pref {pref}",
+            ]
+            repair = [f"ip rule del pref {pref}", f"ip route del unreachable default table {table}"]
+    elif label == "DI":
+        params = {"interface": intf}
+        routes = [f"ip route add {r}" for r in topo.routes_through(node, intf)]
+        if method == 1:
+            inject = [f"ifconfig {intf} down"]
+            repair = [f"ifconfig {intf} up", *routes]
+        elif method == 2:
+            inject = [f"ip link set {intf} down"]
+            repair = [f"ip link set {intf} up", *routes]
+        elif method == 3:
             params["mtu"] = 68
-            inject = [f"ip link set {_intf(k)} mtu 68"]
-            repair = [f"ip link set {_intf(k)} mtu 1500"]
+            inject = [f"ip link set {intf} mtu 68"]
+            repair = [f"ip link set {intf} mtu 1500"]
+        else:
+            inject = [f"ip link set {intf} arp off"]
+            repair = [f"ip link set {intf} arp on"]
     elif label == "RI":
-        k = subnets[0]
-        params = {"subnet": k, "interface": _intf(k)}
-        inject = [f"ip addr flush dev {_intf(k)}"]
+        params = {"interface": intf}
+        address, length = cidr.split("/")
+        inject = [f"ip addr flush dev {intf}"]
         # The repair adds the right address before removing the wrong one: a wrong address
-        # can still carry some traffic (r0's own address with /31 answers pings), so
+        # can still carry some traffic (a router's own address with /31 answers pings), so
         # removing it first would be a step that loses reachable pairs.
-        repair = [f"ip addr add 192.168.{k}.1/24 brd + dev {_intf(k)}"]
+        repair = [f"ip addr add {cidr} brd + dev {intf}"]
+        routes = [f"ip route add {r}" for r in topo.routes_through(node, intf)]
         wrong = None
         if method == 2:
-            wrong = f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.1/24"
+            wrong = f"10.{rng.randint(100, 250)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}/24"
         elif method == 3:
-            mask = rng.choice(RI_BAD_MASKS)
+            masks = (31, 32) if length == "30" else (30, 31, 32)
+            mask = rng.choice(masks)
             params["mask"] = mask
-            wrong = f"192.168.{k}.1/{mask}"
+            wrong = f"{address}/{mask}"
         elif method == 4:
-            j = subnets[1]
+            # another subnet's address. A router takes the router address of another subnet
+            # it serves itself (the paper's duplicate); otherwise an address no node pings
+            # (.200-.250), because owning another node's probe address would make that pair
+            # look reachable and its repair look like a loss.
+            own = _subnet_of_cidr(cidr)
+            mine = []
+            if _kind(machine) == "R":
+                mine = [k for k in topo.router_subnets(int(machine[1:])) if k != own]
+            if mine:
+                j = rng.choice(mine)
+                wrong = f"192.168.{j}.1/24"
+            else:
+                j = rng.choice([k for k in subnets if k != own])
+                wrong = f"192.168.{j}.{rng.randint(200, 250)}/24"
             params["duplicate_of"] = j
-            wrong = f"192.168.{j}.1/24"
         if wrong is not None:
             params["address"] = wrong
-            inject.append(f"ip addr add {wrong} dev {_intf(k)}")
-            repair.append(f"ip addr del {wrong} dev {_intf(k)}")
+            inject.append(f"ip addr add {wrong} dev {intf}")
+            repair.append(f"ip addr del {wrong} dev {intf}")
+        # routes last: the wrong address's connected route may hold the same prefix
+        repair += routes
     elif label == "DT":
-        k = subnets[0]
-        params = {"subnet": k}
-        cidr = f"192.168.{k}.0/24"
         if method in (1, 2, 3):
+            k = rng.choice(subnets)
+            params = {"subnet": k}
             target = "DROP" if method in (1, 3) else "REJECT"
             proto = " -p icmp" if method == 3 else ""
-            rules = [f"INPUT -s {cidr}{proto} -j {target}", f"OUTPUT -d {cidr}{proto} -j {target}"]
+            sub = f"192.168.{k}.0/24"
+            rules = [f"INPUT -s {sub}{proto} -j {target}", f"OUTPUT -d {sub}{proto} -j {target}"]
             inject = [f"iptables -A {rule}" for rule in rules]
             repair = [f"iptables -D {rule}" for rule in rules]
         else:
             delay_ms = rng.randint(1000, 5000)
             rate_bit = math.ceil(ECHO_FRAME_BYTES * 8 * 1000 / delay_ms)
-            params.update({"interface": _intf(k), "delay_ms": delay_ms, "rate_bit": rate_bit})
-            inject = [
-                f"tc qdisc add dev {_intf(k)} root tbf rate {rate_bit}bit burst 128 latency 30s"
-            ]
-            repair = [f"tc qdisc del dev {_intf(k)} root"]
-    else:  # WR
-        a, b = subnets[0], subnets[1]
-        params = {"subnet": a, "wrong_interface": _intf(b)}
-        cidr = f"192.168.{a}.0/24"
-        if method == 1:
-            wrong = f"{cidr} dev {_intf(b)}"
-        elif method == 2:
-            wrong = f"{cidr} via 10.255.255.254 dev {_intf(b)} onlink"
-        elif method == 3:
-            metric = rng.randint(5000, 20000)
-            params["metric"] = metric
-            wrong = f"{cidr} dev {_intf(b)} metric {metric}"
-        else:
-            wrong = f"{cidr} via 192.168.{b}.100"
-        params["wrong_route"] = wrong
-        inject = [f"ip route del {cidr} dev {_intf(a)}", f"ip route add {wrong}"]
-        repair = [f"ip route del {wrong}", _restore_route(a)]
+            params = {"interface": intf, "delay_ms": delay_ms, "rate_bit": rate_bit}
+            inject = [f"tc qdisc add dev {intf} root tbf rate {rate_bit}bit burst 128 latency 30s"]
+            repair = [f"tc qdisc del dev {intf} root"]
+    elif method <= 6:  # WR on a router
+        inject, repair, params = _wrong_route_router(method, machine, topo, rng)
+    else:  # WR on a host
+        inject, repair, params = _wrong_route_host(method, machine, topo, rng)
     return {
         "label": label,
         "type": FAULT_TYPES[label],
         "method": method,
+        "name": name,
+        "machine": machine,
         "params": params,
         "inject": inject,
         "repair": repair,
     }
 
 
+def _wrong_route_router(
+    method: int, machine: str, topo: RouteTopology, rng: random.Random
+) -> tuple[list[str], list[str], dict[str, Any]]:
+    index = int(machine[1:])
+    subnets = list(range(1, topo.num_switches + 1))
+    if method <= 4:
+        candidates = [k for k in subnets if _plan_route(topo, machine, k) is not None]
+    else:
+        candidates = subnets
+    a = rng.choice(candidates)
+    cidr = topo.subnet_cidr(a)
+    right = _egress(topo, machine, a)
+    others = [i for i, _c in _interfaces(topo, machine) if i != right]
+    other = rng.choice(others)
+    params: dict[str, Any] = {"subnet": a, "wrong_interface": other}
+    if method in (5, 6):
+        specific = f"192.168.{a}.96/27"
+        wrong = f"blackhole {specific}" if method == 6 else f"{specific} dev {other}"
+        params["wrong_route"] = wrong
+        return [f"ip route add {wrong}"], [f"ip route del {wrong}"], params
+    if method == 1:
+        wrong = f"{cidr} dev {other}"
+    elif method == 2:
+        wrong = f"{cidr} via 10.255.255.254 dev {other} onlink"
+    elif method == 3:
+        metric = rng.randint(5000, 20000)
+        params["metric"] = metric
+        wrong = f"{cidr} dev {other} metric {metric}"
+    else:
+        mine = [k for k in topo.router_subnets(index) if k != a]
+        if mine:
+            b = rng.choice(mine)
+            gateway = topo.host_ip(rng.choice(topo.hosts_of(b)))
+        elif index == 0:
+            gateway = topo.transit_ips(rng.randint(1, topo.num_routers - 1))[1]
+        else:
+            gateway = topo.transit_ips(index)[0]
+        wrong = f"{cidr} via {gateway}"
+    params["wrong_route"] = wrong
+    selector, restore = _plan_route(topo, machine, a) or ("", "")
+    inject = [f"ip route del {selector}", f"ip route add {wrong}"]
+    repair = [f"ip route del {wrong}", f"ip route add {restore}"]
+    return inject, repair, params
+
+
+def _wrong_route_host(
+    method: int, machine: str, topo: RouteTopology, rng: random.Random
+) -> tuple[list[str], list[str], dict[str, Any]]:
+    number = int(machine[1:])
+    subnet = topo.host_subnet(number)
+    gateway = topo.router_ip(subnet)
+    neighbours = [n for n in topo.hosts_of(subnet) if n != number]
+    params: dict[str, Any] = {}
+    if method == 7:
+        wrong_gw = topo.host_ip(rng.choice(neighbours))
+        params["gateway"] = wrong_gw
+        return (
+            [f"ip route replace default via {wrong_gw}"],
+            [f"ip route replace default via {gateway}"],
+            params,
+        )
+    if method == 8:
+        intf = topo.intf(_name(machine), 0)
+        params["gateway"] = "10.255.255.254"
+        return (
+            [f"ip route replace default via 10.255.255.254 dev {intf} onlink"],
+            [f"ip route replace default via {gateway}"],
+            params,
+        )
+    if method == 9:
+        return [f"ip route del default via {gateway}"], [f"ip route add default via {gateway}"], {}
+    b = rng.choice([k for k in range(1, topo.num_switches + 1) if k != subnet])
+    wrong_gw = topo.host_ip(rng.choice(neighbours))
+    wrong = f"{topo.subnet_cidr(b)} via {wrong_gw}"
+    params = {"subnet": b, "wrong_route": wrong}
+    return [f"ip route add {wrong}"], [f"ip route del {wrong}"], params
+
+
+# distractors -------------------------------------------------------------------------------
+DISTRACTOR_KINDS = ("unused_route", "blackhole", "accept_rule", "spare_down", "unused_drop",
+                    "unused_rule")  # fmt: skip
+
+
+def make_distractor(
+    kind: str, machine: str, topo: RouteTopology, rng: random.Random, serial: int
+) -> dict[str, Any]:
+    """One harmless change on ``machine`` that a correct repair leaves alone.
+
+    Unused prefixes come from 10.160.0.0/11 (never used by the plan, the faults' random
+    addresses or the transit links); ``serial`` keeps names and preferences distinct.
+    Returns ``{"kind", "machine", "command"}``.
+    """
+    prefix16 = f"10.{160 + rng.randint(0, 31)}"
+    unused = f"{prefix16}.{rng.randint(0, 255)}.0/24"
+    if kind == "unused_route":
+        if machine.startswith("h"):
+            gateway = topo.router_ip(topo.host_subnet(int(machine[1:])))
+        else:
+            intf, cidr = rng.choice(_interfaces(topo, machine))
+            if cidr.startswith("10.0."):
+                t = int(cidr.split(".")[2])
+                near, far = topo.transit_ips(t)
+                gateway = far if cidr.split("/")[0] == near else near
+            else:
+                gateway = topo.host_ip(rng.choice(topo.hosts_of(int(cidr.split(".")[2]))))
+        command = f"ip route add {unused} via {gateway}"
+    elif kind == "blackhole":
+        command = f"ip route add blackhole {unused}"
+    elif kind == "accept_rule":
+        port = rng.choice((22, 80, 179, 443, 8080))
+        chain = rng.choice(("INPUT", "FORWARD") if machine.startswith("r") else ("INPUT",))
+        command = f"iptables -A {chain} -p tcp --dport {port} -j ACCEPT"
+    elif kind == "spare_down":
+        # a veth pair with both ends in the node, left down (the dummy driver is not built in)
+        command = (
+            f"ip link add {PREFIX_PLACEHOLDER}dm{serial} type veth peer name "
+            f"{PREFIX_PLACEHOLDER}dn{serial}"
+        )
+    elif kind == "unused_drop":
+        command = f"iptables -A INPUT -s {prefix16}.0.0/16 -j DROP"
+    else:
+        command = f"ip rule add from {prefix16}.0.0/16 prohibit pref {31000 + serial}"
+    return {"kind": kind, "machine": machine, "command": command}
+
+
+# sampling -----------------------------------------------------------------------------------
+def _pick(
+    label: str,
+    topo: RouteTopology,
+    rng: random.Random,
+    taken: set[str],
+    method: int | None = None,
+) -> tuple[int, str]:
+    """Draw (method, machine) for ``label``: the machine kind first (routers with probability
+    :data:`ROUTER_SHARE` when the label has methods for both), then a method of that kind, then
+    a machine of that kind not in ``taken`` (uniformly)."""
+    routers = [f"r{i}" for i in range(topo.num_routers)]
+    hosts = [f"h{n}" for n in range(1, topo.num_hosts + 1)]
+    methods = METHODS[label]
+    if method is not None:
+        kinds = methods[method][1]
+    else:
+        kinds = "".join(sorted({k for _name, ks in methods.values() for k in ks}))
+    if len(kinds) > 1:
+        kind = "R" if rng.random() < ROUTER_SHARE else "H"
+    else:
+        kind = kinds
+    pool = [m for m in (routers if kind == "R" else hosts) if m not in taken]
+    if not pool:
+        kind = "H" if kind == "R" else "R"
+        pool = [m for m in (routers if kind == "R" else hosts) if m not in taken]
+    if method is None:
+        method = rng.choice(sorted(n for n, (_name, ks) in methods.items() if kind in ks))
+    return method, rng.choice(pool)
+
+
 def sample_ground_truth(
     labels: tuple[str, ...],
     rng: random.Random,
     *,
-    switches: tuple[int, int] = (2, 4),
-    hosts: tuple[int, int] = (2, 4),
+    level: int | None = None,
+    switches: tuple[int, int] | None = None,
+    hosts: tuple[int, int] | None = None,
+    routers: int | None = None,
     methods: tuple[int, ...] | None = None,
+    machines: tuple[str, ...] | None = None,
+    distractors: bool = True,
 ) -> dict[str, Any]:
-    """Draw topology and faults for a query with ``labels`` (one or two fault labels).
+    """Draw topology, faults and distractors for a query with ``labels``.
 
     Args:
         labels: e.g. ``("DR",)`` or ``("RI", "WR")``.
         rng: the query's seeded generator.
-        switches / hosts: inclusive ranges of S and H (paper: 2 to 4).
-        methods: force the method numbers (tests); drawn uniformly otherwise.
+        level: the labels' level (default: from Table 5); picks :data:`LEVEL_SHAPES`.
+        switches / hosts / routers: override the level's shape (tests, knobs).
+        methods / machines: force method numbers and machines (tests); drawn otherwise.
+        distractors: add the level's distractors (default True).
 
-    Returns ``{"topology": {...}, "faults": [...], "repair": [...]}`` where ``repair`` is the
-    whole repair sequence (reverse order of injection).
+    Returns ``{"topology", "faults", "distractors", "repair"}``; ``repair`` is the whole repair
+    sequence as ``{"machine", "command"}`` (reverse order of injection).
     """
-    if methods is None:
-        methods = tuple(rng.randint(1, METHOD_COUNTS[label]) for label in labels)
-    needed = sum(subnets_needed(label, m) for label, m in zip(labels, methods, strict=True))
-    lo_s, hi_s = switches
-    num_switches = rng.randint(max(lo_s, needed, 1), max(hi_s, needed, 1))
-    hosts_per_switch = rng.randint(hosts[0], hosts[1])
-    pool = list(range(1, num_switches + 1))
-    rng.shuffle(pool)
-    faults = []
-    for label, method in zip(labels, methods, strict=True):
-        n = subnets_needed(label, method)
-        mine, pool = pool[:n], pool[n:]
-        faults.append(make_fault(label, method, mine, rng))
-    repair = [cmd for fault in reversed(faults) for cmd in fault["repair"]]
-    topology = RouteTopology(num_switches, hosts_per_switch)
-    return {"topology": topology.to_dict(), "faults": faults, "repair": repair}
+    level = level if level is not None else level_of(labels)
+    default_routers, default_switches, default_hosts = LEVEL_SHAPES[level]
+    num_routers = routers if routers is not None else default_routers
+    lo_s, hi_s = switches or default_switches
+    lo_h, hi_h = hosts or default_hosts
+    num_switches = rng.randint(max(lo_s, num_routers), max(hi_s, num_routers))
+    hosts_per_switch = rng.randint(max(lo_h, 2), max(hi_h, 2))
+    topo = RouteTopology(num_switches, hosts_per_switch, num_routers, PREFIX_PLACEHOLDER)
+    faults: list[dict[str, Any]] = []
+    taken: set[str] = set()
+    for position, label in enumerate(labels):
+        forced = methods[position] if methods is not None else None
+        if machines is not None and forced is not None:
+            method, machine = forced, machines[position]
+        else:
+            method, machine = _pick(label, topo, rng, taken, forced)
+        taken.add(machine)
+        faults.append(make_fault(label, method, machine, topo, rng))
+    extras: list[dict[str, Any]] = []
+    if distractors:
+        lo_d, hi_d = DISTRACTORS_PER_LEVEL.get(level, (1, 2))
+        everyone = [*(f"h{n}" for n in range(1, topo.num_hosts + 1)),
+                    *(f"r{i}" for i in range(topo.num_routers))]  # fmt: skip
+        for serial in range(rng.randint(lo_d, hi_d)):
+            kind = rng.choice(DISTRACTOR_KINDS)
+            pool = everyone
+            if kind == "unused_route":
+                # a gateway route would vanish with a faulted interface: keep it elsewhere
+                pool = [m for m in everyone if m not in taken] or everyone
+            extras.append(make_distractor(kind, rng.choice(pool), topo, rng, serial))
+    repair = [
+        {"machine": fault["machine"], "command": command}
+        for fault in reversed(faults)
+        for command in fault["repair"]
+    ]
+    return {
+        "topology": topo.to_dict(),
+        "faults": faults,
+        "distractors": extras,
+        "repair": repair,
+    }
 
 
 def with_prefix(command: str, prefix: str) -> str:

@@ -228,20 +228,24 @@ class RouteNetwork:
         return self
 
     def _configure_router(self) -> None:
-        """Forwarding on; ICMP redirects off.
+        """On every router: forwarding on, ICMP redirects off, the plan's static routes.
 
-        Redirects off: with a misdirecting route (WR method 4) r0 would otherwise teach hosts
-        a redirect that outlives the repair in their route cache for minutes.
+        Redirects off: with a misdirecting route (WR method 4) a router would otherwise teach
+        hosts a redirect that outlives the repair in their route cache for minutes.
         """
-        router = self.topology.router
-        keys = ["net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0"]
-        keys += [
-            f"net.ipv4.conf.{self.topology.router_intf(i)}.send_redirects=0"
-            for i in range(1, self.topology.num_switches + 1)
-        ]
-        status, output = self.exec(router, ["sysctl", "-w", *keys])
-        if status != 0:
-            raise EmulatorError(f"cannot configure r0: {output}")
+        topo = self.topology
+        for router in topo.routers():
+            keys = ["net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0"]
+            keys += [
+                f"net.ipv4.conf.{intf}.send_redirects=0" for intf, _ in topo.interfaces(router)
+            ]
+            status, output = self.exec(router, ["sysctl", "-w", *keys])
+            if status != 0:
+                raise EmulatorError(f"cannot configure {router}: {output}")
+            for route in topo.static_routes(router):
+                status, output = self.exec(router, ["ip", "route", "add", *route.split()])
+                if status != 0:
+                    raise EmulatorError(f"cannot add route {route} on {router}: {output}")
 
     def stop(self) -> None:
         """Stop Mininet and remove every trace of this network's prefix (idempotent)."""
@@ -351,7 +355,7 @@ class RouteNetwork:
         """
         script = "; echo @@; ".join(
             [
-                "ip -d link show",
+                "ip -d link show 2>/dev/null",  # stderr: transient peer-netns notes
                 "ip -4 addr show",
                 "ip -4 route show table all",
                 "ip -4 rule show",

@@ -19,16 +19,17 @@ PINGALL_MARKER = "\n\nPingall after this step:"
 
 PROMPT_TEMPLATE = """\
 You are the network engineer on call for a small routed network emulated with Mininet. \
-Router r0 connects {num_switches} subnets; each subnet is one switch with {hosts} hosts. \
-Every host should be able to reach every other host and r0, but a misconfiguration on the \
-network now makes some pairs unreachable. Find the cause and repair it so that pingall \
-reports every pair reachable again.
+{routers_sentence} {num_switches} subnets; each subnet is one switch with {hosts} hosts. \
+Every host should be able to reach every other host and every router, but a misconfiguration \
+somewhere in the network (on a router or on a host) now makes some pairs unreachable. Find the \
+cause and repair it so that pingall reports every pair reachable again.
 
 How to work:
 - Each reply is exactly one JSON object naming one machine and one command, for example \
 {{"machine": "r0", "command": "ip route show"}}. Nothing else is run: one command per step, \
 no shell features (no pipes, ;, &&, redirections or $(...)).
-- Machines are r0 and the hosts h1..h{num_hosts}. Switches are not machines you can log into.
+- Machines are the routers ({router_names}) and the hosts h1..h{num_hosts}. Switches are not \
+machines you can log into.
 - Node names in this episode carry a prefix (shown below); "r0" and the prefixed name both \
 work as machine names, but interface names must be written in full (e.g. <prefix>r0-eth1).
 - Allowed tools: ip, ifconfig, route, arp, iptables, iptables-save, sysctl (net.* keys), tc, \
@@ -41,9 +42,20 @@ pair is reachable, or after {max_steps} steps.
 """
 
 
-def render_prompt(*, num_switches: int, hosts_per_switch: int, max_steps: int) -> str:
-    """Return the task prompt of a query on ``num_switches`` subnets of ``hosts_per_switch``."""
+def render_prompt(
+    *, num_switches: int, hosts_per_switch: int, max_steps: int, num_routers: int = 1
+) -> str:
+    """Return the task prompt of a query on ``num_switches`` subnets of ``hosts_per_switch``
+    hosts served by ``num_routers`` routers."""
+    names = ", ".join(f"r{i}" for i in range(num_routers))
     return PROMPT_TEMPLATE.format(
+        routers_sentence=(
+            "Router r0 connects"
+            if num_routers == 1
+            else f"Routers {names} (r0 is the core; the others reach it over point-to-point "
+            "links) connect"
+        ),
+        router_names=names,
         num_switches=num_switches,
         hosts=hosts_per_switch,
         num_hosts=num_switches * hosts_per_switch,
@@ -64,9 +76,7 @@ def render_reset_observation(
     )
 
 
-def render_step_observation(
-    n: int, machine: str, command: str, status: str, output: str
-) -> str:
+def render_step_observation(n: int, machine: str, command: str, status: str, output: str) -> str:
     """Return the body of a step's observation (the pingall section is appended later)."""
     return (
         f"Step {n} on {machine}: {command}\nExit status: {status}\n"

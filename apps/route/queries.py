@@ -1,8 +1,10 @@
 """Route query generation: labels, topology shape, fault methods and operands from the seed.
 
-Pure and fast (no emulator): the seed fixes the labels, the topology size, the fault methods
-and every operand; rules in :mod:`apps.route.faults` exclude the operands that would not break
-pingall. The ground truth is the list of faults with their injection and repair commands.
+Pure and fast (no emulator): the seed fixes the labels, the topology (its size grows with the
+level), the faulted machines, the fault methods, every operand and the distractors; rules in
+:mod:`apps.route.faults` exclude the operands that would not break pingall. The ground truth is
+the list of faults with their machine, injection and repair commands, the distractors, and the
+whole repair sequence as ``{"machine", "command"}`` steps.
 """
 
 from __future__ import annotations
@@ -24,14 +26,15 @@ def generate_queries(
     app_id: str,
     version: int,
     levels: tuple[int, ...],
-    switches: tuple[int, int],
-    hosts: tuple[int, int],
+    switches: tuple[int, int] | None,
+    hosts: tuple[int, int] | None,
     max_steps: int,
 ) -> list[Query]:
     """Return ``count`` route queries for ``seed`` (see :meth:`apps.route.app.RouteApp.generate`).
 
-    ``switches``/``hosts`` are inclusive ranges of the subnet count and hosts per subnet;
-    ``max_steps`` is the step budget the prompt announces.
+    ``switches``/``hosts`` are inclusive ranges of the subnet count and hosts per subnet (None:
+    the level's, :data:`apps.route.faults.LEVEL_SHAPES`); ``max_steps`` is the step budget the
+    prompt announces.
 
     Raises:
         ValueError: negative count or a level not in ``levels``.
@@ -57,6 +60,7 @@ def generate_queries(
         prompt = render_prompt(
             num_switches=shape["num_switches"],
             hosts_per_switch=shape["hosts_per_switch"],
+            num_routers=shape["num_routers"],
             max_steps=max_steps,
         )
         queries.append(

@@ -62,21 +62,36 @@ def _steps(history: list[dict[str, Any]]) -> list[tuple[str | None, str]]:
     return steps
 
 
+def _sent(history: list[dict[str, Any]]) -> list[tuple[str | None, str | None]]:
+    """(machine, command) of each assistant reply in ``history``."""
+    sent = []
+    for message in history:
+        if message.get("role") == "assistant":
+            parsed = parse_reply(message.get("content"))
+            sent.append((parsed.machine, parsed.command))
+    return sent
+
+
 def oracle_reply(ground_truth: dict[str, Any], history: list[dict[str, Any]]) -> str:
-    """Next command of the hidden repair sequence as a JSON reply, or ``{"done": true}``.
+    """Next step of the hidden repair sequence as a JSON reply, or ``{"done": true}``.
 
     The position in the sequence is recovered from the oracle's own earlier replies in
-    ``history``: repair commands already sent, in order, are skipped.
+    ``history``: repair steps (machine and command) already sent, in order, are skipped.
+    Repair entries are ``{"machine", "command"}`` (a bare string means ``r0``, version 1).
     """
     prefix = episode_prefix(history)
-    repair = [with_prefix(cmd, prefix) for cmd in ground_truth.get("repair", [])]
-    sent = [cmd for cmd, _out in _steps(history) if cmd]
+    repair: list[tuple[str, str]] = []
+    for item in ground_truth.get("repair", []):
+        machine, command = (
+            (str(item["machine"]), str(item["command"])) if isinstance(item, dict) else ("r0", item)
+        )
+        repair.append((machine, with_prefix(command, prefix)))
     position = 0
-    for cmd in sent:
-        if position < len(repair) and cmd == repair[position]:
+    for sent in _sent(history):
+        if position < len(repair) and sent == repair[position]:
             position += 1
     if position < len(repair):
-        return command_reply("r0", repair[position])
+        return command_reply(*repair[position])
     return DONE_REPLY
 
 

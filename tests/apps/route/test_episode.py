@@ -26,10 +26,14 @@ def _emulator() -> None:
     require_emulator()
 
 
-def _query(label: str, method: int | None = None, seed: int = 21) -> Query:
-    for query in APP.generate(200, seed=seed):
-        faults = query.ground_truth["faults"]
-        if query.label == label and (method is None or faults[0]["method"] == method):
+def _query(label: str, method: int | None = None, seed: int = 21, machine: str = "r0") -> Query:
+    for query in APP.generate(600, seed=seed, level=1):
+        fault = query.ground_truth["faults"][0]
+        if (
+            query.label == label
+            and (method is None or fault["method"] == method)
+            and fault["machine"] == machine
+        ):
             return query
     raise AssertionError(f"no {label} query")
 
@@ -92,13 +96,13 @@ def test_bad_replies_are_steps_with_error_observations_and_budget_truncates() ->
 
 def test_a_fix_by_hand_with_prefixed_names_is_correct_and_the_last_step_is_verified() -> None:
     query = _query("DI", method=2)
-    subnet = query.ground_truth["faults"][0]["params"]["subnet"]
+    interface = query.ground_truth["faults"][0]["params"]["interface"]
 
     def reply(messages: list[dict[str, str]]) -> str:
         prefix = messages[0]["content"].split("prefix `", 1)[1].split("`", 1)[0]
         if len(messages) == 1:
             return _cmd("ip link show", machine=f"{prefix}r0")
-        return _cmd(f"ip link set {prefix}r0-eth{subnet} up", machine=f"{prefix}r0")
+        return _cmd(f"ip link set {with_prefix(interface, prefix)} up", machine=f"{prefix}r0")
 
     # budget 2: the fix is the last permitted step and must still be verified
     result = run_episode(
@@ -149,7 +153,7 @@ def test_oracle_commands_through_the_sandbox_solve_and_terminate() -> None:
     # adding the right address already restores pingall: the episode ends before the cleanup
     assert 1 <= verdict.steps <= len(query.ground_truth["repair"])
     assert [s.info["argv"][0] for s in steps] == ["ip"] * len(steps)
-    assert with_prefix(query.ground_truth["repair"][0], prefix) in history[1]["content"]
+    assert with_prefix(query.ground_truth["repair"][0]["command"], prefix) in history[1]["content"]
     after = episode.step(_cmd("ip route"))
     assert after.terminated and after.info.get("ignored")
 

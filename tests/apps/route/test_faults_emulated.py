@@ -1,8 +1,10 @@
 """Every fault method on real Mininet: it breaks pingall and its repair restores it.
 
-Runs all 19 methods on three topologies (2x2, 3x3, 4x2) and every Table 5 pair once, checking
-that the injection commands succeed, that pingall loses pairs afterwards, that the hidden
-repair brings loss back to 0% and that r0's configuration is byte-for-byte the baseline again.
+Runs every method on every kind of machine it applies to (the core router, an edge router, a
+host) on three topologies (one router 3x2, two routers 4x2, three routers 5x2), and every
+Table 5 pair with its distractors once per level shape, checking that the injection commands
+succeed, that pingall loses pairs afterwards, that the hidden repair brings loss back to 0%
+and that the faulted machine's configuration is byte-for-byte the baseline again.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import shlex
 import pytest
 
 from apps.route.faults import (
+    DISTRACTOR_KINDS,
     LEVEL_LABELS,
-    METHOD_COUNTS,
+    METHODS,
+    make_distractor,
     make_fault,
     sample_ground_truth,
     with_prefix,
@@ -31,47 +35,75 @@ def _emulator() -> None:
     require_emulator()
 
 
-def _apply(net: RouteNetwork, commands: list[str]) -> None:
+def _apply(net: RouteNetwork, machine: str, commands: list[str]) -> None:
+    prefix = net.topology.prefix
     for command in commands:
-        status, output = net.exec(
-            net.topology.router, shlex.split(with_prefix(command, net.topology.prefix))
-        )
-        assert status == 0, f"{command}: {output}"
+        status, output = net.exec(prefix + machine, shlex.split(with_prefix(command, prefix)))
+        assert status == 0, f"{machine}: {command}: {output}"
+
+
+def _state(net: RouteNetwork, machine: str) -> list[str]:
+    # "ip -d link" reports veth peers in other namespaces on stderr now and then: not state
+    text = net.fingerprint(net.topology.prefix + machine)
+    return [line for line in text.splitlines() if not line.startswith("Error: Peer netns")]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("switches", "hosts"), [(2, 2), (3, 3), (4, 2)])
-def test_every_method_breaks_pingall_and_its_repair_restores_it(switches: int, hosts: int) -> None:
-    rng = random.Random(switches * 10 + hosts)
-    with RouteNetwork(RouteTopology(switches, hosts)) as net:
+@pytest.mark.parametrize(("routers", "switches", "hosts"), [(1, 3, 2), (2, 4, 2), (3, 5, 2)])
+def test_every_method_on_every_kind_of_machine_breaks_and_repairs(
+    routers: int, switches: int, hosts: int
+) -> None:
+    rng = random.Random(routers * 100 + switches)
+    shape = RouteTopology(switches, hosts, routers)
+    logical = shape.with_prefix("{p}")
+    machines = [f"r{i}" for i in range(routers)] + ["h1", f"h{switches * hosts}"]
+    with RouteNetwork(shape) as net:
         assert net.pingall().lost == 0
-        baseline = net.fingerprint(net.topology.router)
-        for label, count in METHOD_COUNTS.items():
-            for method in range(1, count + 1):
-                subnets = rng.sample(range(1, switches + 1), 2)
-                fault = make_fault(label, method, subnets, rng)
-                _apply(net, fault["inject"])
-                broken = net.pingall()
-                assert broken.lost > 0, f"{label}-{method} {fault['params']} left pingall intact"
-                _apply(net, fault["repair"])
-                net.wait_links_settled(net.topology.router)
-                healed = net.pingall()
-                assert healed.lost == 0, f"{label}-{method} repair left {healed.render()}"
-                assert net.fingerprint(net.topology.router) == baseline, f"{label}-{method}"
+        # distractors stay harmless (a gateway route only on a machine no fault touches)
+        for serial, kind in enumerate(DISTRACTOR_KINDS):
+            machine = "h2" if kind == "unused_route" else rng.choice(machines)
+            extra = make_distractor(kind, machine, logical, rng, serial)
+            _apply(net, machine, [extra["command"]])
+        assert net.pingall().lost == 0
+        for label, methods in METHODS.items():
+            for method, (_name, kinds) in methods.items():
+                for machine in machines:
+                    if machine[0].upper() not in kinds:
+                        continue
+                    baseline = _state(net, machine)
+                    fault = make_fault(label, method, machine, logical, rng)
+                    where = f"{label}-{method} on {machine} {fault['params']}"
+                    _apply(net, machine, fault["inject"])
+                    if label == "DT" and method == 4:
+                        net.pingall()  # drain the shaper's first frame
+                    net.wait_links_settled(net.topology.prefix + machine)
+                    assert net.pingall().lost > 0, f"{where} left pingall intact"
+                    _apply(net, machine, fault["repair"])
+                    net.wait_links_settled(net.topology.prefix + machine)
+                    healed = net.pingall()
+                    assert healed.lost == 0, f"{where} repair left {healed.render()}"
+                    assert _state(net, machine) == baseline, where
 
 
 @pytest.mark.slow
-def test_every_table5_pair_breaks_and_repairs() -> None:
-    rng = random.Random(5)
-    combos = LEVEL_LABELS[2] + LEVEL_LABELS[3]
-    with RouteNetwork(RouteTopology(4, 2)) as net:
-        baseline = net.fingerprint(net.topology.router)
-        for labels in combos:
-            truth = sample_ground_truth(labels, rng, switches=(4, 4), hosts=(2, 2))
+@pytest.mark.parametrize("level", [2, 3])
+def test_every_table5_pair_with_distractors_breaks_and_repairs(level: int) -> None:
+    rng = random.Random(level)
+    for labels in LEVEL_LABELS[level]:
+        truth = sample_ground_truth(labels, rng, level=level)
+        with RouteNetwork(RouteTopology.from_dict(truth["topology"])) as net:
+            for extra in truth["distractors"]:
+                _apply(net, extra["machine"], [extra["command"]])
+            assert net.pingall().lost == 0, (labels, truth["distractors"])
+            baselines = {f["machine"]: _state(net, f["machine"]) for f in truth["faults"]}
             for fault in truth["faults"]:
-                _apply(net, fault["inject"])
+                _apply(net, fault["machine"], fault["inject"])
+            net.pingall()
             assert net.pingall().lost > 0, labels
-            _apply(net, truth["repair"])
-            net.wait_links_settled(net.topology.router)
-            assert net.pingall().lost == 0, labels
-            assert net.fingerprint(net.topology.router) == baseline, labels
+            for step in truth["repair"]:
+                _apply(net, step["machine"], [step["command"]])
+            for machine in baselines:
+                net.wait_links_settled(net.topology.prefix + machine)
+            assert net.pingall().lost == 0, (labels, truth["faults"])
+            for machine, state in baselines.items():
+                assert _state(net, machine) == state, (labels, machine)

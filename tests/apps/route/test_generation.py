@@ -9,14 +9,14 @@ import pytest
 
 from apps.route.app import RouteApp
 from apps.route.faults import (
+    DISTRACTORS_PER_LEVEL,
     FAULT_TYPES,
     LEVEL_LABELS,
+    LEVEL_SHAPES,
     METHOD_COUNTS,
-    RI_BAD_MASKS,
+    METHODS,
     level_of,
     make_fault,
-    sample_ground_truth,
-    subnets_needed,
 )
 from apps.route.topology import RouteTopology
 from evaluator.registry import get_app
@@ -55,7 +55,8 @@ def test_table5_levels_and_labels() -> None:
     assert level3 == {"DI+DT", "DI+WR", "RI+DT", "DI+RI"}
     pairs = {frozenset(c) for c in LEVEL_LABELS[2] + LEVEL_LABELS[3]}
     assert len(pairs) == 10  # every unordered pair of the five categories exactly once
-    assert METHOD_COUNTS == {"DR": 4, "DI": 3, "RI": 4, "DT": 4, "WR": 4}
+    # the paper's methods (4, 3, 4, 4, 4) plus the other ways ip/iptables/sysctl inject them
+    assert METHOD_COUNTS == {"DR": 7, "DI": 4, "RI": 4, "DT": 4, "WR": 10}
 
 
 def test_a_mixed_batch_covers_all_fifteen_labels_evenly_with_right_levels() -> None:
@@ -85,33 +86,44 @@ def test_bad_arguments_raise() -> None:
     assert APP.generate(0, seed=0) == []
 
 
-def test_operands_avoid_no_op_faults_and_pairs_use_disjoint_subnets() -> None:
+def test_operands_avoid_no_op_faults_and_pairs_use_different_machines() -> None:
     methods_seen: set[tuple[str, int]] = set()
-    for query in APP.generate(600, seed=99):
+    kinds_seen: set[tuple[str, str]] = set()
+    for query in APP.generate(900, seed=99):
         truth = query.ground_truth
         shape = truth["topology"]
-        assert 2 <= shape["hosts_per_switch"] <= 4
-        assert 2 <= shape["num_switches"] <= 4
-        used: list[int] = []
+        routers, (lo_s, hi_s), (lo_h, hi_h) = LEVEL_SHAPES[query.level]
+        assert shape["num_routers"] == routers
+        assert lo_h <= shape["hosts_per_switch"] <= hi_h
+        assert max(lo_s, routers) <= shape["num_switches"] <= hi_s
+        topo = RouteTopology.from_dict(shape)
+        machines = [f["machine"] for f in truth["faults"]]
+        assert len(set(machines)) == len(machines), truth  # two faults, two machines
         for fault in truth["faults"]:
             methods_seen.add((fault["label"], fault["method"]))
+            kinds_seen.add((fault["label"], fault["machine"][0]))
+            assert fault["machine"][0].upper() in METHODS[fault["label"]][fault["method"]][1]
+            assert f"{{p}}{fault['machine']}" in topo.with_prefix("{p}").machines()
             params = fault["params"]
             if fault["label"] == "RI" and fault["method"] == 3:
-                assert params["mask"] in RI_BAD_MASKS and params["mask"] > 25
-            if fault["label"] == "WR" and fault["method"] == 2:
-                assert "onlink" in params["wrong_route"]
+                assert params["mask"] in (30, 31, 32)
+            if fault["label"] == "WR" and fault["method"] in (2, 8):
+                assert "10.255.255.254" in str(params)
             if fault["label"] == "DT" and fault["method"] == 4:
                 assert 1000 <= params["delay_ms"] <= 5000
-            mine = [v for k, v in params.items() if k in ("subnet", "duplicate_of")]
-            if fault["label"] == "WR":
-                mine.append(int(params["wrong_interface"].rsplit("eth", 1)[1]))
-            assert len(mine) == subnets_needed(fault["label"], fault["method"])
-            assert all(1 <= s <= shape["num_switches"] for s in mine)
-            used += mine
-        assert len(used) == len(set(used)), truth
-        expected = [c for f in reversed(truth["faults"]) for c in f["repair"]]
+        lo_d, hi_d = DISTRACTORS_PER_LEVEL[query.level]
+        assert lo_d <= len(truth["distractors"]) <= hi_d
+        for extra in truth["distractors"]:
+            assert "192.168." not in extra["command"].split("via")[0]  # unused prefixes only
+        expected = [
+            {"machine": f["machine"], "command": c}
+            for f in reversed(truth["faults"])
+            for c in f["repair"]
+        ]
         assert truth["repair"] == expected
     assert methods_seen == {(lab, m) for lab, n in METHOD_COUNTS.items() for m in range(1, n + 1)}
+    # every category lands on routers and, except disable_routing, on hosts too
+    assert kinds_seen == {(lab, k) for lab in METHODS for k in "rh"} - {("DR", "h")}
 
 
 def test_prompt_states_format_rules_without_leaking_ground_truth() -> None:
@@ -125,27 +137,55 @@ def test_prompt_states_format_rules_without_leaking_ground_truth() -> None:
                 assert command not in prompt
         shape = query.ground_truth["topology"]
         assert f"h1..h{shape['num_switches'] * shape['hosts_per_switch']}" in prompt
-        assert f"connects {shape['num_switches']} subnets" in prompt
+        assert f"connect {shape['num_switches']} subnets" in prompt or (
+            f"connects {shape['num_switches']} subnets" in prompt
+        )
 
 
-def test_make_fault_rejects_unknown_methods_and_missing_subnets() -> None:
+def test_make_fault_rejects_unknown_methods_and_wrong_machines() -> None:
     import random
 
+    topo = RouteTopology(3, 2, prefix="{p}")
     with pytest.raises(ValueError):
-        make_fault("DI", 4, [1], random.Random(0))
+        make_fault("DI", 5, "r0", topo, random.Random(0))
     with pytest.raises(ValueError):
-        make_fault("XX", 1, [1], random.Random(0))
+        make_fault("XX", 1, "r0", topo, random.Random(0))
     with pytest.raises(ValueError):
-        make_fault("WR", 1, [1], random.Random(0))
+        make_fault("DR", 1, "h1", topo, random.Random(0))  # hosts do not route
+    with pytest.raises(ValueError):
+        make_fault("WR", 7, "r0", topo, random.Random(0))  # a host's default route
 
 
-def test_topology_raises_subnet_count_when_a_pair_needs_more_subnets() -> None:
-    import random
+def test_topologies_grow_with_the_level() -> None:
+    sizes = {}
+    for level in (1, 2, 3):
+        shapes = [q.ground_truth["topology"] for q in APP.generate(60, seed=4, level=level)]
+        sizes[level] = (
+            max(s["num_routers"] for s in shapes),
+            sum(s["num_switches"] for s in shapes) / len(shapes),
+        )
+    assert sizes[1][0] == 1 < sizes[2][0] == 2 < sizes[3][0] == 3
+    assert sizes[1][1] < sizes[2][1] < sizes[3][1]
 
-    truth = sample_ground_truth(
-        ("RI", "WR"), random.Random(1), switches=(2, 2), hosts=(2, 2), methods=(4, 1)
-    )
-    assert truth["topology"]["num_switches"] == 4
+
+def test_multi_router_plan() -> None:
+    topo = RouteTopology(5, 2, 3, prefix="nab1_")
+    assert topo.routers() == ["nab1_r0", "nab1_r1", "nab1_r2"]
+    assert [topo.owner(k) for k in range(1, 6)] == [0, 1, 2, 0, 1]
+    assert topo.router_intf(2) == "nab1_r1-eth2" and topo.router_intf(4) == "nab1_r0-eth4"
+    assert topo.transit_intfs(2) == ("nab1_r0-eth102", "nab1_r2-eth100")
+    assert topo.static_routes("nab1_r0") == [
+        "192.168.2.0/24 via 10.0.1.2 dev nab1_r0-eth101",
+        "192.168.5.0/24 via 10.0.1.2 dev nab1_r0-eth101",
+        "192.168.3.0/24 via 10.0.2.2 dev nab1_r0-eth102",
+    ]
+    assert topo.static_routes("nab1_r1") == ["default via 10.0.1.1 dev nab1_r1-eth100"]
+    assert topo.static_routes("nab1_h3") == ["default via 192.168.2.1"]
+    assert topo.probe_ip("nab1_r2") == "192.168.3.1"
+    text = topo.describe()
+    assert "nab1_r2-eth3 192.168.3.1/24 -> switch nab1_s3" in text
+    assert "nab1_r0-eth102 10.0.2.1/30 -> router nab1_r2" in text
+    assert RouteTopology.from_dict(topo.to_dict(), "nab1_") == topo
 
 
 def test_topology_naming_and_ip_plan() -> None:

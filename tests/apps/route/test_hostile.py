@@ -116,9 +116,13 @@ def test_sandbox_layer_itself_is_read_only_private_and_bounded() -> None:
         with episode:
             episode.reset()
             pid = episode.network.pid_of(episode.network.topology.router)
-            rm = run_sandboxed(pid, ["rm", "-rf", str(canary_etc), str(canary_tmp)])
+            rm = run_sandboxed(
+                pid, ["rm", "-rf", str(canary_etc), str(canary_tmp), "/etc/hosts", "/usr/bin/ip"]
+            )
             assert rm.status != 0 and "Read-only" in rm.output
             assert canary_etc.exists() and canary_tmp.exists()
+            # only the /etc files the tools read are there at all
+            assert run_sandboxed(pid, ["ls", str(canary_etc)]).status != 0
             shadow = run_sandboxed(pid, ["cat", "/etc/shadow"])
             assert "root:" not in shadow.output  # masked (empty or unreadable)
             procs = run_sandboxed(pid, ["ls", "/proc"]).output.split()

@@ -24,11 +24,14 @@ def _obs(output: str) -> str:
 
 def test_oracle_walks_the_repair_sequence_using_its_own_history() -> None:
     query = next(q for q in APP.generate(30, seed=2) if len(q.ground_truth["repair"]) >= 3)
-    repair = [with_prefix(c, "nab1_") for c in query.ground_truth["repair"]]
+    repair = [
+        {"machine": step["machine"], "command": with_prefix(step["command"], "nab1_")}
+        for step in query.ground_truth["repair"]
+    ]
     history = [{"role": "user", "content": FIRST}]
     for expected in repair:
         reply = json.loads(oracle_reply(query.ground_truth, history))
-        assert reply == {"machine": "r0", "command": expected}
+        assert reply == expected
         history += [
             {"role": "assistant", "content": json.dumps(reply)},
             {"role": "user", "content": _obs("")},
@@ -43,8 +46,22 @@ def test_oracle_ignores_foreign_replies_in_history() -> None:
         {"role": "assistant", "content": "garbage"},
         {"role": "user", "content": "Step 1: reply not used"},
     ]
-    first = with_prefix(query.ground_truth["repair"][0], "nab1_")
-    assert json.loads(oracle_reply(query.ground_truth, history))["command"] == first
+    first = query.ground_truth["repair"][0]
+    reply = json.loads(oracle_reply(query.ground_truth, history))
+    assert reply == {"machine": first["machine"], "command": with_prefix(first["command"], "nab1_")}
+
+
+def test_oracle_tells_machines_apart_and_reads_version_1_truths() -> None:
+    step = "ip route replace default via 192.168.1.1"
+    truth = {"repair": [{"machine": "h1", "command": step}, {"machine": "h2", "command": step}]}
+    history = [{"role": "user", "content": FIRST}]
+    history += [{"role": "assistant", "content": json.dumps({"machine": "h1", "command": step})}]
+    assert json.loads(oracle_reply(truth, history)) == {"machine": "h2", "command": step}
+    old = {"repair": ["ip link set {p}r0-eth1 up"]}
+    assert json.loads(oracle_reply(old, history[:1])) == {
+        "machine": "r0",
+        "command": "ip link set nab1_r0-eth1 up",
+    }
 
 
 def test_null_stops() -> None:

@@ -47,6 +47,9 @@ def _children() -> int:
     return count
 
 
+#: The paper's methods per label (paper C.2); the heuristic diagnoses every one of them on r0.
+PAPER_METHODS = {"DR": 4, "DI": 3, "RI": 4, "DT": 4, "WR": 4}
+
 LITTER = [
     json.dumps({"machine": "r0", "command": "ip link add junk0 type veth peer name junk1"}),
     json.dumps({"machine": "h1", "command": "iptables -A OUTPUT -d 10.9.9.9 -j DROP"}),
@@ -82,7 +85,8 @@ def test_oracle_null_heuristic_over_100_episodes_and_no_leaks() -> None:
                 APP, query, ScriptedClient(lambda messages, _episode_id: APP.null_reply(messages))
             )
         )
-    for query in APP.generate(15, seed=2028, level=1):
+    heuristic_queries = APP.generate(15, seed=2028, level=1)
+    for query in heuristic_queries:
         results["heuristic"].append(
             run_episode(
                 APP,
@@ -114,7 +118,13 @@ def test_oracle_null_heuristic_over_100_episodes_and_no_leaks() -> None:
         f"{sum(r.safe for r in heuristic)}/{len(heuristic)} safe, by label {dict(solved)}; "
         f"oracle mean steps {sum(r.steps for r in oracle) / len(oracle):.2f}"
     )
-    assert sum(solved.values()) >= 0.8 * len(heuristic)
+    # a floor, not a solver: at most half of level 1 (issue 11 item 6) ...
+    assert sum(solved.values()) <= 0.5 * len(heuristic)
+    # ... but still every fault it was built for: the paper's methods on r0
+    for query, result in zip(heuristic_queries, heuristic, strict=True):
+        fault = query.ground_truth["faults"][0]
+        if fault["machine"] == "r0" and fault["method"] <= PAPER_METHODS[fault["label"]]:
+            assert result.correct and result.safe, (fault, result.details)
 
     after = host_footprint()
     for key in (
