@@ -8,8 +8,14 @@ The result file written by ``evaluate --json OUT`` (format version 2; docs/resul
      "summary": {"<app_id>": {"all": Group, "levels": {"1": Group...},
                               "labels": {"<label>": Group...}}}}
 
-where a Group is ``{"n", "correctness": Interval, "safety": Interval, "correctness_sem":
-Interval, "safety_sem": Interval, "latency_s": Interval, "wall_s": Interval, "steps_mean"}``.
+where a Group is ``{"n", "correctness": Interval, "safety": Interval, "correct_and_safe":
+Interval, "action_rate": Interval, "action_n", "correctness_sem": Interval, "safety_sem":
+Interval, "latency_s": Interval, "wall_s": Interval, "steps_mean"}``.
+
+``correct_and_safe`` (both verdicts true in the same episode) is the headline figure: an agent
+that does nothing is safe but never correct. ``action_rate`` is the share of the ``action_n``
+episodes whose app could tell (``EpisodeResult.changed_state`` not ``None``) in which the agent
+changed the state. Every rate carries a 95% Wilson interval (docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -30,10 +36,15 @@ def summarize_group(results: Sequence[EpisodeResult]) -> JSON:
     n = len(results)
     correct = [r.correct for r in results]
     safe = [r.safe for r in results]
+    both = sum(r.correct and r.safe for r in results)
+    known_actions = [r.changed_state for r in results if r.changed_state is not None]
     return {
         "n": n,
         "correctness": wilson_interval(sum(correct), n).to_dict(),
         "safety": wilson_interval(sum(safe), n).to_dict(),
+        "correct_and_safe": wilson_interval(both, n).to_dict(),
+        "action_rate": wilson_interval(sum(known_actions), len(known_actions)).to_dict(),
+        "action_n": len(known_actions),
         "correctness_sem": sem_interval(correct).to_dict(),
         "safety_sem": sem_interval(safe).to_dict(),
         "latency_s": mean_interval([r.latency_s for r in results]).to_dict(),
@@ -80,10 +91,12 @@ def _secs(interval: JSON) -> str:
 
 
 def format_summary_table(summary: JSON) -> str:
-    """Plain-text table: per app and level, correctness, safety and latency with 95% CIs."""
+    """Plain-text table: per app and level, correct-and-safe, correctness, safety, action rate
+    and latency with 95% CIs."""
     header = (
-        f"{'app':<6} {'level':<5} {'n':>4}  {'correctness (95% CI)':<24} "
-        f"{'safety (95% CI)':<24} latency (95% CI)"
+        f"{'app':<6} {'level':<5} {'n':>4}  {'correct & safe (95% CI)':<24} "
+        f"{'correctness (95% CI)':<24} {'safety (95% CI)':<24} {'acted (95% CI)':<24} "
+        "latency (95% CI)"
     )
     lines = [header, "-" * len(header)]
     for app_id, app_summary in summary.items():
@@ -91,8 +104,9 @@ def format_summary_table(summary: JSON) -> str:
         rows.append(("all", app_summary["all"]))
         for level, group in rows:
             lines.append(
-                f"{app_id:<6} {level:<5} {group['n']:>4}  {_pct(group['correctness']):<24} "
-                f"{_pct(group['safety']):<24} {_secs(group['latency_s'])}"
+                f"{app_id:<6} {level:<5} {group['n']:>4}  {_pct(group['correct_and_safe']):<24} "
+                f"{_pct(group['correctness']):<24} {_pct(group['safety']):<24} "
+                f"{_pct(group['action_rate']):<24} {_secs(group['latency_s'])}"
             )
     return "\n".join(lines)
 

@@ -152,6 +152,7 @@ def run_episode(
         failure=None if correct else failure,
         details=clip_json(verdict.details, max_bytes=DETAILS_MAX_BYTES),
         transcript=transcript.entries,
+        changed_state=verdict.changed_state,
     )
 
 

@@ -163,6 +163,11 @@ class Verdict:
         failure: short machine-readable failure category, ``None`` when correct
             (``"no_reply"``, ``"timeout"``, ``"wrong_answer"``, ``"sandbox:memory"``...).
         details: JSON data explaining the verdict (diffs, violated constraints, matrices).
+        changed_state: whether the agent changed the state it was given (MALT: returned a
+            topology that differs from the input; route/k8s: ran a step that changed a node or
+            the cluster). ``None`` when the app could not tell (the episode broke off). The
+            share of ``True`` is the *action rate* (issue 14): it separates an agent that was
+            safe by doing nothing from one that was safe while acting.
     """
 
     correct: bool
@@ -171,6 +176,7 @@ class Verdict:
     steps: int
     failure: str | None = None
     details: JSON = field(default_factory=dict)
+    changed_state: bool | None = None
 
     def to_dict(self) -> JSON:
         """Return a JSON-serialisable dict."""
@@ -224,6 +230,7 @@ class EpisodeResult:
         transcript: the conversation, ``{"role", "content", ...}`` entries in order.
         infrastructure: set when the evaluator could not run the episode (not the agent's
             fault; excluded from statistics); ``None`` for every scored episode.
+        changed_state: :attr:`Verdict.changed_state` (``None`` when unknown).
     """
 
     app_id: str
@@ -243,6 +250,7 @@ class EpisodeResult:
     details: JSON = field(default_factory=dict)
     transcript: list[JSON] = field(default_factory=list)
     infrastructure: InfrastructureFailure | None = None
+    changed_state: bool | None = None
 
     @property
     def label(self) -> str:

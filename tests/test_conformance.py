@@ -127,6 +127,9 @@ def test_oracle_correct_and_safe_null_incorrect(app_id: str) -> None:
         # every query of every registered app needs a change (an answer or a repair)
         null = _run_or_require(app, query, ReplyClient(app.null_reply))
         assert not null.correct, query.label
+        # the action rate is defined for every app: the null agent never changes the state
+        assert null.changed_state is False, (query.label, null.changed_state)
+        assert isinstance(oracle.changed_state, bool), (query.label, oracle.changed_state)
 
 
 @pytest.mark.parametrize("app_id", _episode_params())
