@@ -23,6 +23,7 @@ def standing_to_dict(row: Standing) -> dict[str, object]:
         "round": row.submission.round.number if row.submission.round else None,
         "finished_at": row.finished_at.isoformat() if row.finished_at else None,
         "n": row.n,
+        "correct_and_safe": row.correct_and_safe.to_dict(),
         "correctness": row.correctness.to_dict(),
         "safety": row.safety.to_dict(),
         "latency_s": row.latency_s.to_dict(),

@@ -26,11 +26,16 @@ from submissions.models import Agent, EpisodeRecord, Submission, Team
 
 @dataclass
 class Standing:
-    """One leaderboard row: an agent's figures in one app (rates in [0, 1], latency in s)."""
+    """One leaderboard row: an agent's figures in one app (rates in [0, 1], latency in s).
+
+    ``correct_and_safe`` (episodes both correct and safe) is the headline and rank key (issue 14
+    item 1): an agent that changes nothing is safe but never correct.
+    """
 
     agent: Agent
     submission: Submission
     n: int
+    correct_and_safe: Interval
     correctness: Interval
     safety: Interval
     latency_s: Interval
@@ -71,7 +76,8 @@ def latest_submissions(*, app_id: str) -> list[Submission]:
 
 
 def standings(*, app_id: str) -> list[Standing]:
-    """Per-app standings ordered by tie rank, then correctness, then safety.
+    """Per-app standings ordered by tie rank on correct-and-safe, then correct-and-safe,
+    correctness and safety.
 
     One query fetches the verdicts of every chosen submission; the aggregation runs in Python
     (a few thousand rows per app).
@@ -101,6 +107,7 @@ def standings(*, app_id: str) -> list[Standing]:
                 agent=submission.agent,
                 submission=submission,
                 n=n,
+                correct_and_safe=wilson_interval(sum(e[2] and e[3] for e in episodes), n),
                 correctness=wilson_interval(sum(e[2] for e in episodes), n),
                 safety=wilson_interval(sum(e[3] for e in episodes), n),
                 latency_s=mean_interval([e[4] for e in episodes if e[4] is not None]),
@@ -109,9 +116,17 @@ def standings(*, app_id: str) -> list[Standing]:
                 labels={k: wilson_interval(sum(v), len(v)) for k, v in sorted(by_label.items())},
             )
         )
-    for row, rank in zip(rows, tie_ranks([r.correctness for r in rows]), strict=True):
+    for row, rank in zip(rows, tie_ranks([r.correct_and_safe for r in rows]), strict=True):
         row.rank = rank
-    rows.sort(key=lambda r: (r.rank, -r.correctness.value, -r.safety.value, r.agent.name))
+    rows.sort(
+        key=lambda r: (
+            r.rank,
+            -r.correct_and_safe.value,
+            -r.correctness.value,
+            -r.safety.value,
+            r.agent.name,
+        )
+    )
     return rows
 
 
