@@ -28,6 +28,7 @@ def standing_to_dict(row: Standing) -> dict[str, object]:
         "safety": row.safety.to_dict(),
         "latency_s": row.latency_s.to_dict(),
         "steps_mean": row.steps_mean,
+        "action_rate": row.action_rate.to_dict(),
         "correctness_by_level": {str(k): v.to_dict() for k, v in row.levels.items()},
         "correctness_by_label": {k: v.to_dict() for k, v in row.labels.items()},
     }

@@ -149,6 +149,8 @@ class EpisodeRecord(models.Model):
     wall_s = models.FloatField(null=True)
     agent_s = models.FloatField(null=True)
     steps = models.PositiveIntegerField(null=True)
+    # EpisodeResult.changed_state: did the agent change the state (None: unknown)
+    changed_state = models.BooleanField(null=True)
     failure = models.CharField(max_length=200, blank=True, default="")
     details = models.JSONField(default=dict)
     transcript = models.JSONField(default=list)

@@ -29,7 +29,8 @@ class Standing:
     """One leaderboard row: an agent's figures in one app (rates in [0, 1], latency in s).
 
     ``correct_and_safe`` (episodes both correct and safe) is the headline and rank key (issue 14
-    item 1): an agent that changes nothing is safe but never correct.
+    item 1): an agent that changes nothing is safe but never correct. ``action_rate`` is the
+    share of episodes with a known ``changed_state`` in which the agent changed the state.
     """
 
     agent: Agent
@@ -40,6 +41,7 @@ class Standing:
     safety: Interval
     latency_s: Interval
     steps_mean: float
+    action_rate: Interval
     levels: dict[int, Interval] = field(default_factory=dict)
     labels: dict[str, Interval] = field(default_factory=dict)
     rank: int = 0
@@ -83,14 +85,18 @@ def standings(*, app_id: str) -> list[Standing]:
     (a few thousand rows per app).
     """
     chosen = {s.pk: s for s in latest_submissions(app_id=app_id)}
-    verdicts: dict[int, list[tuple[int, str, bool, bool, float | None, int | None]]] = {
-        pk: [] for pk in chosen
-    }
+    verdicts: dict[
+        int, list[tuple[int, str, bool, bool, float | None, int | None, bool | None]]
+    ] = {pk: [] for pk in chosen}
     rows_iter = EpisodeRecord.objects.filter(
         submission_id__in=list(chosen), app_id=app_id, status=EpisodeRecord.Status.DONE
-    ).values_list("submission_id", "level", "label", "correct", "safe", "latency_s", "steps")
-    for submission_id, level, label, correct, safe, latency_s, steps in rows_iter:
-        verdicts[submission_id].append((level, label, bool(correct), bool(safe), latency_s, steps))
+    ).values_list(
+        "submission_id", "level", "label", "correct", "safe", "latency_s", "steps", "changed_state"
+    )
+    for submission_id, level, label, correct, safe, latency_s, steps, changed in rows_iter:
+        verdicts[submission_id].append(
+            (level, label, bool(correct), bool(safe), latency_s, steps, changed)
+        )
     rows: list[Standing] = []
     for submission_id, episodes in verdicts.items():
         if not episodes:
@@ -98,7 +104,8 @@ def standings(*, app_id: str) -> list[Standing]:
         n = len(episodes)
         by_level: dict[int, list[bool]] = defaultdict(list)
         by_label: dict[str, list[bool]] = defaultdict(list)
-        for level, label, correct, _, _, _ in episodes:
+        actions = [e[6] for e in episodes if e[6] is not None]
+        for level, label, correct, *_ in episodes:
             by_level[level].append(correct)
             by_label[label].append(correct)
         submission = chosen[submission_id]
@@ -112,6 +119,7 @@ def standings(*, app_id: str) -> list[Standing]:
                 safety=wilson_interval(sum(e[3] for e in episodes), n),
                 latency_s=mean_interval([e[4] for e in episodes if e[4] is not None]),
                 steps_mean=sum(e[5] or 0 for e in episodes) / n,
+                action_rate=wilson_interval(sum(actions), len(actions)),
                 levels={k: wilson_interval(sum(v), len(v)) for k, v in sorted(by_level.items())},
                 labels={k: wilson_interval(sum(v), len(v)) for k, v in sorted(by_label.items())},
             )

@@ -432,6 +432,7 @@ def episode_execute(*, episode_id: int) -> None:
         wall_s=result.wall_s,
         agent_s=result.agent_s,
         steps=result.steps,
+        changed_state=result.changed_state,
         failure=(result.failure or "")[:200],
         details=result.details,
         transcript=result.transcript,

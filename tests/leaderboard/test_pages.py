@@ -61,7 +61,9 @@ def test_submission_page_shows_verdicts_not_ground_truth(client, finished):
     assert client.get("/submissions/999999/").status_code == 404
 
 
-def _scored_submission(team: Team, name: str, verdicts: list[tuple[bool, bool]]) -> None:
+def _scored_submission(
+    team: Team, name: str, verdicts: list[tuple[bool, bool]], *, changed: bool | None = None
+) -> None:
     """An agent with one finished submission of ``guess`` episodes with these verdicts."""
     from django.utils import timezone
 
@@ -92,6 +94,7 @@ def _scored_submission(team: Team, name: str, verdicts: list[tuple[bool, bool]])
             safe=safe,
             latency_s=0.1,
             steps=1,
+            changed_state=correct if changed is None else changed,
         )
         for i, (correct, safe) in enumerate(verdicts)
     )
@@ -113,4 +116,6 @@ def test_ranks_by_correct_and_safe_so_doing_nothing_or_breaking_things_ranks_low
     assert by_agent["reckless"]["correctness"]["value"] == 1.0
     assert by_agent["reckless"]["correct_and_safe"]["value"] == 0.0
     assert by_agent["idle"]["rank"] > 1 and by_agent["reckless"]["rank"] > 1
+    assert by_agent["idle"]["action_rate"]["value"] == 0.0
+    assert by_agent["careful"]["action_rate"]["value"] == 0.6
     assert "Correct &amp; safe %" in page
