@@ -12,7 +12,7 @@ import logging
 import secrets
 import time
 
-from evaluator.agents.base import AgentClient, AgentError
+from evaluator.agents.base import AgentClient, AgentError, AgentReply
 from evaluator.app import App, EmulatorError
 from evaluator.clip import DETAILS_MAX_BYTES, INFO_MAX_BYTES, clip_json, clip_text
 from evaluator.deadline import JudgeBudgetExceeded
@@ -61,6 +61,23 @@ class _Transcript:
         self.entries.append(entry)
 
 
+class _Usage:
+    """Token counts and model name summed over an episode's replies (None until reported)."""
+
+    def __init__(self) -> None:
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.model: str | None = None
+
+    def add(self, reply: AgentReply) -> None:
+        if reply.input_tokens is not None:
+            self.input_tokens = (self.input_tokens or 0) + reply.input_tokens
+        if reply.output_tokens is not None:
+            self.output_tokens = (self.output_tokens or 0) + reply.output_tokens
+        if reply.model is not None:
+            self.model = reply.model
+
+
 def new_episode_id() -> str:
     """Return a fresh random episode token (128 bits, URL-safe)."""
     return secrets.token_urlsafe(16)
@@ -94,6 +111,7 @@ def run_episode(
     output_failure: str | None = None
     agent_s = 0.0
     replies = 0
+    usage = _Usage()
     started = time.perf_counter()
     with app.episode(query, max_steps=budget) as episode:
         observation = episode.reset()
@@ -108,6 +126,7 @@ def run_episode(
                 break
             agent_s += reply.latency_s
             replies += 1
+            usage.add(reply)
             transcript.add("assistant", reply.text, latency_s=reply.latency_s)
             try:
                 result = episode.step(reply.text)
@@ -153,6 +172,9 @@ def run_episode(
         details=clip_json(verdict.details, max_bytes=DETAILS_MAX_BYTES),
         transcript=transcript.entries,
         changed_state=verdict.changed_state,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        served_model=usage.model,
     )
 
 

@@ -231,6 +231,9 @@ class EpisodeResult:
         infrastructure: set when the evaluator could not run the episode (not the agent's
             fault; excluded from statistics); ``None`` for every scored episode.
         changed_state: :attr:`Verdict.changed_state` (``None`` when unknown).
+        input_tokens, output_tokens: tokens the endpoint reported over the episode's calls
+            (summed over the replies that reported them; ``None`` when none did).
+        served_model: the last model name the endpoint reported (``None`` when none did).
     """
 
     app_id: str
@@ -251,6 +254,9 @@ class EpisodeResult:
     transcript: list[JSON] = field(default_factory=list)
     infrastructure: InfrastructureFailure | None = None
     changed_state: bool | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    served_model: str | None = None
 
     @property
     def label(self) -> str:

@@ -93,8 +93,11 @@ def _scored_submission(
             correct=correct,
             safe=safe,
             latency_s=0.1,
+            agent_s=0.5,
             steps=1,
             changed_state=correct if changed is None else changed,
+            input_tokens=1000 if name == "careful" else None,
+            output_tokens=200 if name == "careful" else None,
         )
         for i, (correct, safe) in enumerate(verdicts)
     )
@@ -118,4 +121,7 @@ def test_ranks_by_correct_and_safe_so_doing_nothing_or_breaking_things_ranks_low
     assert by_agent["idle"]["rank"] > 1 and by_agent["reckless"]["rank"] > 1
     assert by_agent["idle"]["action_rate"]["value"] == 0.0
     assert by_agent["careful"]["action_rate"]["value"] == 0.6
+    assert by_agent["careful"]["agent_s"]["value"] == 0.5
+    assert by_agent["careful"]["tokens_mean"] == 1200
+    assert by_agent["idle"]["tokens_mean"] is None  # reported none: unknown, not zero
     assert "Correct &amp; safe %" in page
