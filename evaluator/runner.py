@@ -31,6 +31,10 @@ INFRASTRUCTURE_ATTEMPTS = 2
 #: output (``"bad_output:RecursionError"``): the agent's failure, scored incorrect and unsafe
 #: (issue 9 item 3: a reply that crashes the judge must not drop the query from the score).
 BAD_OUTPUT = "bad_output"
+#: Characters of agent replies kept in full per episode for re-judging
+#: (``EpisodeResult.replay``); an episode whose replies are longer is recorded as not
+#: replayable (``replay = None``) rather than replayed from a cut transcript.
+REPLAY_MAX_CHARS = 2_000_000
 
 
 def _clip(text: str) -> str:
@@ -78,6 +82,14 @@ class _Usage:
             self.model = reply.model
 
 
+def _keep_for_replay(kept: list[str] | None, text: str) -> list[str] | None:
+    """Append ``text`` unless the replies would exceed :data:`REPLAY_MAX_CHARS` (then None)."""
+    if kept is None or sum(map(len, kept)) + len(text) > REPLAY_MAX_CHARS:
+        return None
+    kept.append(text)
+    return kept
+
+
 def new_episode_id() -> str:
     """Return a fresh random episode token (128 bits, URL-safe)."""
     return secrets.token_urlsafe(16)
@@ -108,13 +120,17 @@ def run_episode(
     episode_id = episode_id or new_episode_id()
     transcript = _Transcript()
     agent_failure: str | None = None
+    agent_error_message = ""
     output_failure: str | None = None
     agent_s = 0.0
     replies = 0
     usage = _Usage()
+    replayed: list[str] | None = []
     started = time.perf_counter()
     with app.episode(query, max_steps=budget) as episode:
         observation = episode.reset()
+        instance_names = episode.instance_names()
+        client.episode_started(instance_names)
         messages: list[JSON] = [{"role": "user", "content": observation}]
         transcript.add("user", observation)
         for _ in range(budget):
@@ -122,11 +138,13 @@ def run_episode(
                 reply = client.complete(messages, episode_id=episode_id)
             except AgentError as exc:
                 agent_failure = f"agent:{exc.category}"
+                agent_error_message = str(exc)
                 transcript.add("error", str(exc))
                 break
             agent_s += reply.latency_s
             replies += 1
             usage.add(reply)
+            replayed = _keep_for_replay(replayed, reply.text)
             transcript.add("assistant", reply.text, latency_s=reply.latency_s)
             try:
                 result = episode.step(reply.text)
@@ -172,6 +190,15 @@ def run_episode(
         details=clip_json(verdict.details, max_bytes=DETAILS_MAX_BYTES),
         transcript=transcript.entries,
         changed_state=verdict.changed_state,
+        replay=None
+        if replayed is None
+        else {
+            "replies": replayed,
+            "agent_failure": agent_failure,
+            "agent_error": agent_error_message[:2000] if agent_failure else None,
+            "max_steps": budget,
+            "instance_names": instance_names,
+        },
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         served_model=usage.model,

@@ -234,6 +234,12 @@ class EpisodeResult:
         input_tokens, output_tokens: tokens the endpoint reported over the episode's calls
             (summed over the replies that reported them; ``None`` when none did).
         served_model: the last model name the endpoint reported (``None`` when none did).
+        replay: what re-judging needs besides the query (issue 14 item 8): ``{"replies":
+            [full reply texts in order], "agent_failure": "agent:<category>" or None,
+            "agent_error": message or None, "max_steps": int, "instance_names":
+            Episode.instance_names()}``; ``None`` when the replies
+            were too long to keep (``evaluator.runner.REPLAY_MAX_CHARS``) or the episode
+            never ran (infrastructure failure).
     """
 
     app_id: str
@@ -254,6 +260,7 @@ class EpisodeResult:
     transcript: list[JSON] = field(default_factory=list)
     infrastructure: InfrastructureFailure | None = None
     changed_state: bool | None = None
+    replay: JSON | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
     served_model: str | None = None

@@ -155,6 +155,9 @@ class EpisodeRecord(models.Model):
     input_tokens = models.BigIntegerField(null=True)
     output_tokens = models.BigIntegerField(null=True)
     served_model = models.CharField(max_length=200, blank=True, default="")
+    # EpisodeResult.replay: the agent's full replies for re-judging (never rendered publicly
+    # while the submission is open; None when not replayable)
+    replay = models.JSONField(null=True, blank=True)
     failure = models.CharField(max_length=200, blank=True, default="")
     details = models.JSONField(default=dict)
     transcript = models.JSONField(default=list)

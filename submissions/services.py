@@ -436,6 +436,7 @@ def episode_execute(*, episode_id: int) -> None:
         input_tokens=result.input_tokens,
         output_tokens=result.output_tokens,
         served_model=result.served_model or "",
+        replay=result.replay,
         failure=(result.failure or "")[:200],
         details=result.details,
         transcript=result.transcript,

@@ -94,6 +94,10 @@ class AgentClient(ABC):
     def complete(self, messages: list[JSON], *, episode_id: str) -> AgentReply:
         """Return the agent's reply to ``messages``. Raises :class:`AgentError`."""
 
+    def episode_started(self, instance_names: dict[str, str]) -> None:  # noqa: B027
+        """Hook called once per episode after reset with ``Episode.instance_names()``; agent
+        endpoints ignore it (the replay client of ``evaluator.rejudge`` uses it)."""
+
     def describe(self) -> JSON:
         """JSON description for result files (never includes secrets)."""
         return {"protocol": type(self).__name__}
