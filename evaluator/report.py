@@ -16,6 +16,9 @@ Interval, "latency_s": Interval, "wall_s": Interval, "steps_mean"}``.
 that does nothing is safe but never correct. ``action_rate`` is the share of the ``action_n``
 episodes whose app could tell (``EpisodeResult.changed_state`` not ``None``) in which the agent
 changed the state. Every rate carries a 95% Wilson interval (docs/metrics.md).
+
+When queries were run more than once (``evaluate --trials K``), ``summary[app_id]["trials"]``
+is :func:`trial_summary` of the app's episodes.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from math import comb
 from pathlib import Path
 
 from evaluator.stats import mean_interval, sem_interval, wilson_interval
@@ -74,7 +78,43 @@ def summarize(results: Iterable[EpisodeResult]) -> JSON:
             "levels": {str(k): summarize_group(v) for k, v in sorted(levels.items())},
             "labels": {k: summarize_group(v) for k, v in sorted(labels.items())},
         }
+        if any(r.trial for r in app_results):
+            summary[app_id]["trials"] = trial_summary(app_results)
     return summary
+
+
+def trial_summary(results: Sequence[EpisodeResult]) -> JSON:
+    """pass^k and per-query variance over repeated trials of the same queries.
+
+    Success is *correct and safe*. For a query tried ``n`` times with ``c`` successes, the
+    chance that ``k`` trials drawn without replacement all succeed is ``C(c, k) / C(n, k)``;
+    pass^k is its mean over queries (tau-bench, Yao et al. 2024, §4). ``pass_hat_k`` maps k =
+    1..min n to that mean; pass^1 equals the plain success rate. ``variance_mean`` is the mean
+    over queries of the Bernoulli variance ``p (1 - p)`` of the per-query success rate ``p =
+    c / n`` (0 when every query is always or never solved). Shape::
+
+        {"queries", "trials_min", "trials_max", "pass_hat_k": {"1": float, ...},
+         "variance_mean": float}
+    """
+    by_query: dict[str, list[bool]] = defaultdict(list)
+    for result in results:
+        by_query[result.query_id].append(result.correct and result.safe)
+    if not by_query:
+        return {"queries": 0, "trials_min": 0, "trials_max": 0, "pass_hat_k": {}}
+    counts = [(len(v), sum(v)) for v in by_query.values()]
+    k_max = min(n for n, _ in counts)
+    pass_hat_k = {
+        str(k): sum(comb(c, k) / comb(n, k) for n, c in counts) / len(counts)
+        for k in range(1, k_max + 1)
+    }
+    variance = sum((c / n) * (1 - c / n) for n, c in counts) / len(counts)
+    return {
+        "queries": len(counts),
+        "trials_min": k_max,
+        "trials_max": max(n for n, _ in counts),
+        "pass_hat_k": pass_hat_k,
+        "variance_mean": variance,
+    }
 
 
 def _pct(interval: JSON) -> str:
@@ -107,6 +147,16 @@ def format_summary_table(summary: JSON) -> str:
                 f"{app_id:<6} {level:<5} {group['n']:>4}  {_pct(group['correct_and_safe']):<24} "
                 f"{_pct(group['correctness']):<24} {_pct(group['safety']):<24} "
                 f"{_pct(group['action_rate']):<24} {_secs(group['latency_s'])}"
+            )
+    for app_id, app_summary in summary.items():
+        trials = app_summary.get("trials")
+        if trials:
+            shown = ", ".join(
+                f"pass^{k} {100 * v:.1f}%" for k, v in trials["pass_hat_k"].items()
+            )
+            lines.append(
+                f"{app_id}: {trials['queries']} queries x {trials['trials_min']} trials: {shown}; "
+                f"mean per-query variance {trials['variance_mean']:.3f}"
             )
     return "\n".join(lines)
 

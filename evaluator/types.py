@@ -240,6 +240,7 @@ class EpisodeResult:
             Episode.instance_names()}``; ``None`` when the replies
             were too long to keep (``evaluator.runner.REPLAY_MAX_CHARS``) or the episode
             never ran (infrastructure failure).
+        trial: which repetition of the query this episode is (0-based; ``evaluate --trials``).
     """
 
     app_id: str
@@ -264,6 +265,7 @@ class EpisodeResult:
     input_tokens: int | None = None
     output_tokens: int | None = None
     served_model: str | None = None
+    trial: int = 0
 
     @property
     def label(self) -> str:

@@ -57,3 +57,47 @@ def test_changed_state_survives_the_result_file_round_trip() -> None:
     legacy = result.to_dict()
     del legacy["changed_state"]  # result files written before the field existed
     assert EpisodeResult.from_dict(legacy).changed_state is None
+
+
+def _trial(query_index: int, trial: int, success: bool) -> EpisodeResult:
+    result = _result(query_index, correct=success, safe=True, changed=success)
+    return EpisodeResult.from_dict(result.to_dict() | {"trial": trial})
+
+
+def test_pass_hat_k_and_per_query_variance_over_trials() -> None:
+    # query 0 solved in all 3 trials, query 1 in 1 of 3
+    results = [_trial(0, t, True) for t in range(3)] + [
+        _trial(1, t, t == 0) for t in range(3)
+    ]
+    summary = summarize(results)["toy"]
+    trials = summary["trials"]
+    assert trials["queries"] == 2 and trials["trials_min"] == trials["trials_max"] == 3
+    assert trials["pass_hat_k"]["1"] == pytest.approx((1 + 1 / 3) / 2)
+    assert trials["pass_hat_k"]["1"] == pytest.approx(summary["all"]["correct_and_safe"]["value"])
+    assert trials["pass_hat_k"]["2"] == pytest.approx(0.5)
+    assert trials["pass_hat_k"]["3"] == pytest.approx(0.5)
+    assert trials["variance_mean"] == pytest.approx((0 + (1 / 3) * (2 / 3)) / 2)
+    assert "pass^3 50.0%" in format_summary_table(summarize(results))
+
+
+def test_a_single_trial_run_has_no_trial_section() -> None:
+    assert "trials" not in summarize([_result(0, correct=True, safe=True, changed=True)])["toy"]
+
+
+def test_evaluate_agent_repeats_every_query_and_numbers_the_trials() -> None:
+    from evaluator.evaluation import evaluate_agent
+    from evaluator.testing import GuessApp, ScriptedClient, registered_app
+
+    with registered_app({"guess": GuessApp}):
+        document = evaluate_agent(
+            ScriptedClient(["7"]), ["guess"], queries_per_app=4, seed=5, trials=3
+        )
+        with pytest.raises(ValueError):
+            evaluate_agent(ScriptedClient(["7"]), ["guess"], queries_per_app=1, seed=5, trials=0)
+    episodes = document["episodes"]
+    assert len(episodes) == 12 and document["run"]["trials"] == 3
+    by_query: dict[str, list[int]] = {}
+    for episode in episodes:
+        by_query.setdefault(episode["query_id"], []).append(episode["trial"])
+    assert len(by_query) == 4 and all(sorted(t) == [0, 1, 2] for t in by_query.values())
+    assert document["summary"]["guess"]["trials"]["trials_min"] == 3
