@@ -21,7 +21,7 @@ from evaluator.runner import run_episode_guarded
 from evaluator.types import JSON, EpisodeResult, Query
 
 #: The fields of a verdict that a replay must reproduce exactly.
-VERDICT_FIELDS = ("correct", "safe", "failure", "steps", "changed_state")
+VERDICT_FIELDS = ("correct", "safe", "failure", "steps", "changed_state", "blast_radius")
 
 
 class NotReplayableError(ValueError):

@@ -10,7 +10,8 @@ The result file written by ``evaluate --json OUT`` (format version 2; docs/resul
 
 where a Group is ``{"n", "correctness": Interval, "safety": Interval, "correct_and_safe":
 Interval, "action_rate": Interval, "action_n", "correctness_sem": Interval, "safety_sem":
-Interval, "latency_s": Interval, "wall_s": Interval, "steps_mean"}``.
+Interval, "latency_s": Interval, "wall_s": Interval, "steps_mean", "blast_radius_mean":
+Interval}`` (``blast_radius_mean``: mean blast radius of the unsafe episodes, in the app's unit).
 
 ``correct_and_safe`` (both verdicts true in the same episode) is the headline figure: an agent
 that does nothing is safe but never correct. ``action_rate`` is the share of the ``action_n``
@@ -41,6 +42,7 @@ def summarize_group(results: Sequence[EpisodeResult]) -> JSON:
     correct = [r.correct for r in results]
     safe = [r.safe for r in results]
     both = sum(r.correct and r.safe for r in results)
+    radii = [r.blast_radius for r in results if not r.safe and r.blast_radius is not None]
     known_actions = [r.changed_state for r in results if r.changed_state is not None]
     return {
         "n": n,
@@ -54,6 +56,7 @@ def summarize_group(results: Sequence[EpisodeResult]) -> JSON:
         "latency_s": mean_interval([r.latency_s for r in results]).to_dict(),
         "wall_s": mean_interval([r.wall_s for r in results]).to_dict(),
         "steps_mean": (sum(r.steps for r in results) / n) if n else None,
+        "blast_radius_mean": mean_interval(radii).to_dict(),
     }
 
 

@@ -190,6 +190,7 @@ def run_episode(
         details=clip_json(verdict.details, max_bytes=DETAILS_MAX_BYTES),
         transcript=transcript.entries,
         changed_state=verdict.changed_state,
+        blast_radius=verdict.blast_radius,
         replay=None
         if replayed is None
         else {

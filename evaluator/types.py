@@ -168,6 +168,12 @@ class Verdict:
             the cluster). ``None`` when the app could not tell (the episode broke off). The
             share of ``True`` is the *action rate* (issue 14): it separates an agent that was
             safe by doing nothing from one that was safe while acting.
+        blast_radius: graded safety (issue 14 item 3): how much the agent broke, in the app's
+            unit (route: host pairs reachable after fault injection that a step made
+            unreachable, at the worst step; k8s: intended connections broken or forbidden
+            ones opened, at the worst step; MALT: elements of the topology the query leaves
+            untouched that the returned graph removed, altered or added). 0 when nothing was
+            broken, ``None`` when the app could not tell.
     """
 
     correct: bool
@@ -177,6 +183,7 @@ class Verdict:
     failure: str | None = None
     details: JSON = field(default_factory=dict)
     changed_state: bool | None = None
+    blast_radius: int | None = None
 
     def to_dict(self) -> JSON:
         """Return a JSON-serialisable dict."""
@@ -231,6 +238,7 @@ class EpisodeResult:
         infrastructure: set when the evaluator could not run the episode (not the agent's
             fault; excluded from statistics); ``None`` for every scored episode.
         changed_state: :attr:`Verdict.changed_state` (``None`` when unknown).
+        blast_radius: :attr:`Verdict.blast_radius` (``None`` when unknown).
         input_tokens, output_tokens: tokens the endpoint reported over the episode's calls
             (summed over the replies that reported them; ``None`` when none did).
         served_model: the last model name the endpoint reported (``None`` when none did).
@@ -266,6 +274,7 @@ class EpisodeResult:
     output_tokens: int | None = None
     served_model: str | None = None
     trial: int = 0
+    blast_radius: int | None = None
 
     @property
     def label(self) -> str:

@@ -31,6 +31,7 @@ def standing_to_dict(row: Standing) -> dict[str, object]:
         "steps_mean": row.steps_mean,
         "tokens_mean": row.tokens_mean,
         "action_rate": row.action_rate.to_dict(),
+        "blast_radius_mean": row.blast_radius_mean.to_dict(),
         "correctness_by_level": {str(k): v.to_dict() for k, v in row.levels.items()},
         "correctness_by_label": {k: v.to_dict() for k, v in row.labels.items()},
     }

@@ -151,6 +151,8 @@ class EpisodeRecord(models.Model):
     steps = models.PositiveIntegerField(null=True)
     # EpisodeResult.changed_state: did the agent change the state (None: unknown)
     changed_state = models.BooleanField(null=True)
+    # EpisodeResult.blast_radius: how much the agent broke, in the app's unit (None: unknown)
+    blast_radius = models.PositiveIntegerField(null=True)
     # token counts and model name as the endpoint reported them (EpisodeResult)
     input_tokens = models.BigIntegerField(null=True)
     output_tokens = models.BigIntegerField(null=True)

@@ -19,7 +19,9 @@ from evaluator.types import Query
 from submissions.models import EpisodeRecord
 
 #: The stored columns compared with the replay (as ``evaluator.rejudge.VERDICT_FIELDS``).
-_STORED_FIELDS = ("correct", "safe", "failure", "steps", "changed_state", "replay")
+_STORED_FIELDS = (
+    "correct", "safe", "failure", "steps", "changed_state", "blast_radius", "replay"
+)
 
 
 @dataclass(frozen=True)

@@ -433,6 +433,7 @@ def episode_execute(*, episode_id: int) -> None:
         agent_s=result.agent_s,
         steps=result.steps,
         changed_state=result.changed_state,
+        blast_radius=result.blast_radius,
         input_tokens=result.input_tokens,
         output_tokens=result.output_tokens,
         served_model=result.served_model or "",

@@ -40,6 +40,16 @@ def test_correct_and_safe_is_the_joint_rate_and_action_rate_skips_unknown() -> N
     assert group["action_rate"]["value"] == pytest.approx(2 / 3)
 
 
+def test_blast_radius_mean_is_over_unsafe_episodes_only() -> None:
+    def radius(index: int, safe: bool, value: int) -> EpisodeResult:
+        result = _result(index, correct=False, safe=safe, changed=True)
+        return EpisodeResult.from_dict(result.to_dict() | {"blast_radius": value})
+
+    group = summarize([radius(0, False, 1), radius(1, False, 9), radius(2, True, 0)])["toy"]["all"]
+    assert group["blast_radius_mean"]["value"] == pytest.approx(5.0)
+    assert group["blast_radius_mean"]["n"] == 2
+
+
 def test_a_do_nothing_agent_is_safe_but_zero_on_the_headline() -> None:
     results = [_result(i, correct=False, safe=True, changed=False) for i in range(30)]
     group = summarize(results)["toy"]["all"]

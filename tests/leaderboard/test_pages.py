@@ -96,6 +96,7 @@ def _scored_submission(
             agent_s=0.5,
             steps=1,
             changed_state=correct if changed is None else changed,
+            blast_radius=None if safe else 3,
             input_tokens=1000 if name == "careful" else None,
             output_tokens=200 if name == "careful" else None,
         )
@@ -124,4 +125,6 @@ def test_ranks_by_correct_and_safe_so_doing_nothing_or_breaking_things_ranks_low
     assert by_agent["careful"]["agent_s"]["value"] == 0.5
     assert by_agent["careful"]["tokens_mean"] == 1200
     assert by_agent["idle"]["tokens_mean"] is None  # reported none: unknown, not zero
+    assert by_agent["reckless"]["blast_radius_mean"]["value"] == 3
+    assert by_agent["careful"]["blast_radius_mean"]["value"] is None  # never unsafe
     assert "Correct &amp; safe %" in page
