@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Sequence
 
 from evaluator.agents.base import AgentClient, AgentError, AgentReply
 from evaluator.app import App, EmulatorError
@@ -26,7 +27,10 @@ TRANSCRIPT_ENTRY_MAX_CHARS = 20_000
 TRANSCRIPT_MAX_CHARS = 400_000
 #: An episode whose emulator failed is tried this many times before it is recorded as an
 #: infrastructure failure (excluded from the agent's statistics).
-INFRASTRUCTURE_ATTEMPTS = 2
+INFRASTRUCTURE_ATTEMPTS = 3
+#: Seconds to wait before the 2nd, 3rd, ... attempt (back-off: a busy host or a cluster that
+#: is still settling gets time to recover; the last value repeats).
+INFRASTRUCTURE_BACKOFF_S = (0.5, 2.0)
 #: ``failure`` prefix of an episode whose step or verdict raised while handling the agent's
 #: output (``"bad_output:RecursionError"``): the agent's failure, scored incorrect and unsafe
 #: (issue 9 item 3: a reply that crashes the judge must not drop the query from the score).
@@ -227,16 +231,20 @@ def run_episode_guarded(
     *,
     max_steps: int | None = None,
     episode_id: str | None = None,
+    backoff_s: Sequence[float] = INFRASTRUCTURE_BACKOFF_S,
 ) -> EpisodeResult:
     """:func:`run_episode` with retries on emulator failures; never raises ``EmulatorError``.
 
     An episode whose emulator fails :data:`INFRASTRUCTURE_ATTEMPTS` times in a row comes back
-    as :meth:`EpisodeResult.for_infrastructure_failure` (``result.infrastructure`` is set).
+    as :meth:`EpisodeResult.for_infrastructure_failure` (``result.infrastructure`` is set);
+    before attempt ``k + 1`` it waits ``backoff_s[k - 1]`` seconds (the last value repeats).
     Every attempt uses the same ``episode_id`` (default: one fresh random token).
     """
     episode_id = episode_id or new_episode_id()
     last_error = ""
     for attempt in range(1, INFRASTRUCTURE_ATTEMPTS + 1):
+        if attempt > 1 and backoff_s:
+            time.sleep(backoff_s[min(attempt - 2, len(backoff_s) - 1)])
         try:
             return run_episode(app, query, client, max_steps=max_steps, episode_id=episode_id)
         except EmulatorError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from evaluator import runner
 from evaluator.agents.base import AgentClient, AgentError, AgentReply
 from evaluator.app import EmulatorError
 from evaluator.oracle_vault import OracleVault
@@ -104,11 +105,14 @@ class BrokenEmulatorApp(GuessApp):
         return Broken(query)
 
 
-def test_emulator_failure_is_a_typed_infrastructure_result_after_retries():
+def test_emulator_failure_is_a_typed_infrastructure_result_after_retries(monkeypatch):
     app = BrokenEmulatorApp()
     query = app.generate(1, seed=2)[0]
-    result = run_episode_guarded(app, query, ScriptedClient([]))
+    waits: list[float] = []
+    monkeypatch.setattr(runner.time, "sleep", waits.append)
+    result = run_episode_guarded(app, query, ScriptedClient([]), backoff_s=(0.5, 2.0))
     assert app.attempts == INFRASTRUCTURE_ATTEMPTS
+    assert waits == [0.5, 2.0][: INFRASTRUCTURE_ATTEMPTS - 1]  # back-off between attempts
     assert result.infrastructure is not None and not result.scored
     assert result.infrastructure.attempts == INFRASTRUCTURE_ATTEMPTS
     assert "bridge could not be created" in result.infrastructure.error
