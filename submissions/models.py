@@ -8,8 +8,52 @@ on the same queries.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+
+from evaluator.types import SEED_BITS
+
+
+class SeedField(models.CharField):
+    """A generation seed of up to :data:`evaluator.types.SEED_BITS` bits, read back as ``int``.
+
+    Stored as its decimal text: ``BigIntegerField`` keeps only 63 bits (a 31-bit seed was
+    brute-forced from one public query id, issue 9 item 7), and SQLite turns integer literals
+    beyond 64 bits into floats, so a numeric column would lose digits there.
+    """
+
+    # the model attribute's type for django-stubs (an int in and out, text in the column)
+    _pyi_private_set_type: int
+    _pyi_private_get_type: int  # type: ignore[assignment]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", len(str(2**SEED_BITS)))
+        super().__init__(*args, **kwargs)
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> int | None:
+        """Stored text -> int."""
+        return None if value is None else int(value)
+
+    def to_python(self, value: Any) -> int | None:
+        """An int, or a decimal string -> int. Raises ``ValidationError`` for anything else."""
+        if value is None or isinstance(value, int):
+            return value
+        try:
+            return int(str(value))
+        except ValueError:
+            raise ValidationError(f"{value!r} is not a seed (a non-negative integer)") from None
+
+    def get_prep_value(self, value: Any) -> str | None:
+        """int -> decimal text; refuses negative seeds and seeds over ``SEED_BITS`` bits."""
+        if value is None:
+            return None
+        seed = int(value)
+        if not 0 <= seed < 2**SEED_BITS:
+            raise ValueError(f"seed {seed} outside [0, 2**{SEED_BITS})")
+        return str(seed)
 
 
 class Team(models.Model):
@@ -63,7 +107,7 @@ class Round(models.Model):
     """An evaluation round: every active agent evaluated on the same fresh queries."""
 
     number = models.PositiveIntegerField(unique=True)
-    seed = models.BigIntegerField()
+    seed = SeedField()
     apps = models.JSONField(default=list)
     queries_per_app = models.PositiveIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -88,7 +132,7 @@ class Submission(models.Model):
     round = models.ForeignKey(
         Round, null=True, blank=True, on_delete=models.SET_NULL, related_name="submissions"
     )
-    seed = models.BigIntegerField()
+    seed = SeedField()
     apps = models.JSONField(default=list)
     queries_per_app = models.PositiveIntegerField()
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)

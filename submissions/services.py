@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import secrets
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -41,7 +40,7 @@ from evaluator.agents.guard import OutboundGuard, RefusedAddressError, ResolveEr
 from evaluator.oracle_vault import OracleVault
 from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
-from evaluator.types import Query
+from evaluator.types import Query, new_seed
 from submissions.crypto import decrypt_secret, encrypt_secret
 from submissions.errors import (
     AgentLimitError,
@@ -264,7 +263,7 @@ def submission_create(
             submission = Submission.objects.create(
                 agent=agent,
                 round=round,
-                seed=seed if seed is not None else secrets.randbits(31),
+                seed=seed if seed is not None else new_seed(),
                 apps=chosen,
                 queries_per_app=queries_per_app,
             )
@@ -287,7 +286,7 @@ def round_create(*, apps: Sequence[str], queries_per_app: int, created_by: Any =
         number = (Round.objects.aggregate(n=Max("number"))["n"] or 0) + 1
         evaluation_round = Round.objects.create(
             number=number,
-            seed=secrets.randbits(31),
+            seed=new_seed(),
             apps=chosen,
             queries_per_app=queries_per_app,
             created_by=created_by,
