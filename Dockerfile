@@ -28,6 +28,7 @@ RUN if [ "$WITH_K8S" = "1" ]; then WITH_K8S=1 scripts/setup.sh; fi
 # the production settings refuse to start without real ones.
 RUN DJANGO_SECRET_KEY=collectstatic-only-build-time-key-never-used-to-sign-anything-at-all \
     NETARENA_SECRET_ENCRYPTION_KEY=collectstatic-only \
+    NETARENA_QUERY_ID_KEY=collectstatic-only \
     python manage.py collectstatic --noinput \
  && useradd --system --home-dir /app --shell /usr/sbin/nologin netarena \
  && mkdir -p /app/var/vault && chown -R netarena:netarena /app/var

@@ -38,6 +38,11 @@ def production_secrets_problems(
         problems.append("DJANGO_SECRET_KEY must be set to a random value of 32 characters or more")
     if not environ.get("NETARENA_SECRET_ENCRYPTION_KEY"):
         problems.append("NETARENA_SECRET_ENCRYPTION_KEY must be set to a Fernet key")
+    if len(environ.get("NETARENA_QUERY_ID_KEY", "")) < 32:
+        # without it every process keys public query ids differently (evaluator.types)
+        problems.append(
+            "NETARENA_QUERY_ID_KEY must be set to a random value of 32 characters or more"
+        )
     return problems
 
 

@@ -21,7 +21,7 @@ from config.settings import env
 DEBUG = False
 
 _DEVELOPMENT_KEY = "netarena-local-development-key-not-for-production"
-for _name in ("DJANGO_SECRET_KEY", "NETARENA_SECRET_ENCRYPTION_KEY"):
+for _name in ("DJANGO_SECRET_KEY", "NETARENA_SECRET_ENCRYPTION_KEY", "NETARENA_QUERY_ID_KEY"):
     if not os.environ.get(_name):
         raise ImproperlyConfigured(f"{_name} must be set in production")
 SECRET_KEY = os.environ["DJANGO_SECRET_KEY"]

@@ -31,11 +31,16 @@ PRIVILEGED_QUEUES = {"route", "k8s"}
 
 
 def _production_env(**overrides: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "NETARENA_SECRET"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "NETARENA_SECRET", "NETARENA_QUERY_ID"))
+    }
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings_production",
         DJANGO_SECRET_KEY=secrets.token_urlsafe(60),
         NETARENA_SECRET_ENCRYPTION_KEY=Fernet.generate_key().decode(),
+        NETARENA_QUERY_ID_KEY=secrets.token_urlsafe(32),
     )
     env.update(overrides)
     return {k: v for k, v in env.items() if v != ""}
@@ -59,6 +64,7 @@ def test_production_settings_pass_check_deploy() -> None:
     [
         ({"DJANGO_SECRET_KEY": ""}, "DJANGO_SECRET_KEY must be set"),
         ({"NETARENA_SECRET_ENCRYPTION_KEY": ""}, "NETARENA_SECRET_ENCRYPTION_KEY must be set"),
+        ({"NETARENA_QUERY_ID_KEY": ""}, "NETARENA_QUERY_ID_KEY must be set"),
         (
             {"DJANGO_SECRET_KEY": "netarena-local-development-key-not-for-production"},
             "fresh random value",
@@ -100,6 +106,7 @@ def _text(command: str | list[str]) -> str:
 REQUIRED = {
     "DJANGO_SECRET_KEY": "k" * 60,
     "NETARENA_SECRET_ENCRYPTION_KEY": "fernet-key",
+    "NETARENA_QUERY_ID_KEY": "q" * 40,
     "POSTGRES_PASSWORD": "pw",
     "DJANGO_ALLOWED_HOSTS": "leaderboard.example.org",
 }
