@@ -149,6 +149,16 @@ class App(ABC):
         """Solved (question, answer) pairs for the few-shot prompting strategy; ``[]`` if none."""
         return []
 
+    def preflight(self) -> None:  # noqa: B027 - optional hook, nothing to check by default
+        """Check once, when a worker for this app starts, that this host can run its episodes
+        (tools installed, sandbox usable), so that a broken host fails at start instead of
+        turning every episode into an infrastructure failure. Default: nothing to check.
+
+        Raises:
+            DependencyMissingError: a tool or facility the app needs is missing (the message
+                says which and how to install it).
+        """
+
     def describe(self) -> JSON:
         """Short JSON description for result files and the site."""
         return {

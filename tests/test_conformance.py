@@ -154,6 +154,18 @@ def test_stored_episodes_are_rejudged_to_the_same_verdict(app_id: str) -> None:
 
 
 @pytest.mark.parametrize("app_id", _episode_params())
+def test_preflight_passes_where_the_episodes_run(app_id: str) -> None:
+    """A worker runs ``preflight()`` at start: on a host that runs the episodes it passes."""
+    app = get_app(app_id)
+    if app.needs_root:
+        require_root()
+    try:
+        app.preflight()
+    except DependencyMissingError as exc:
+        require(False, str(exc))
+
+
+@pytest.mark.parametrize("app_id", _episode_params())
 def test_close_is_idempotent(app_id: str) -> None:
     app = get_app(app_id)
     if app.needs_root:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluator.app import App, Episode, ResetNeededError
+from evaluator.app import App, DependencyMissingError, Episode, ResetNeededError
 from evaluator.deadline import Deadline
 from evaluator.types import JSON, Query, StepResult, Verdict
 
@@ -90,6 +90,19 @@ class MaltApp(App):
         """The ``template`` floor agent: pattern matching on the prompt, no model, no ground
         truth (:func:`apps.malt.template_agent.template_reply`)."""
         return template_reply(history)
+
+    def preflight(self) -> None:
+        """Agent code must be sandboxable here (bwrap, setpriv, root, a memory cgroup).
+
+        Raises:
+            DependencyMissingError: the sandbox's reason (``evaluator.sandbox.check_host``).
+        """
+        from evaluator.sandbox import SandboxUnavailableError, check_host
+
+        try:
+            check_host()
+        except SandboxUnavailableError as exc:
+            raise DependencyMissingError(f"MALT agent code cannot be sandboxed: {exc}") from exc
 
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """Worked examples for few-shot prompting: one (question, answer) pair per level.

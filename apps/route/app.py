@@ -15,18 +15,33 @@ steps. Unparseable or refused replies are steps with an error observation. The v
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import time
 from typing import Any, ClassVar
 
-from evaluator.app import App, EmulatorError, Episode, ReplyFormat, ResetNeededError
+from evaluator.app import (
+    App,
+    DependencyMissingError,
+    EmulatorError,
+    Episode,
+    ReplyFormat,
+    ResetNeededError,
+)
 from evaluator.types import JSON, Query, StepResult, Verdict
 
 from apps.route import reference
-from apps.route.commands import COMMAND_TIMEOUT_S, OUTPUT_CAP_BYTES, check_command, run_sandboxed
+from apps.route.commands import (
+    COMMAND_TIMEOUT_S,
+    OUTPUT_CAP_BYTES,
+    check_command,
+    run_sandboxed,
+    sandbox_argv,
+)
 from apps.route.examples import EXAMPLES
 from apps.route.faults import with_prefix
+from apps.route.mn import mininet_api
 from apps.route.network import RouteNetwork
 from apps.route.probe import PROBE_TIMEOUT_S, PingallResult
 from apps.route.prompt import (
@@ -335,3 +350,14 @@ class RouteApp(App):
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """Hand-written (situation, next command) pairs for few-shot prompting."""
         return list(EXAMPLES)
+
+    def preflight(self) -> None:
+        """Root, Mininet (package and ``mnexec``), bubblewrap and nsenter must be present.
+
+        Raises:
+            DependencyMissingError: naming what is missing.
+        """
+        if os.geteuid() != 0:
+            raise DependencyMissingError("route episodes need root (network namespaces, veths)")
+        mininet_api()
+        sandbox_argv()

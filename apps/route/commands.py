@@ -49,7 +49,8 @@ SANDBOX_ETC_FILES = (
 )  # fmt: skip
 
 
-def _bwrap_argv() -> list[str]:
+def sandbox_argv() -> list[str]:
+    """The bwrap + nsenter prefix of a sandboxed command. Raises DependencyMissingError."""
     bwrap = shutil.which("bwrap")
     nsenter = shutil.which("nsenter")
     if bwrap is None or nsenter is None:
@@ -104,7 +105,7 @@ def run_sandboxed(
     exceeds the cap. Raises :class:`DependencyMissingError` if bwrap/nsenter are missing.
     """
     nsenter = shutil.which("nsenter") or "nsenter"
-    full = [nsenter, f"--net=/proc/{pid}/ns/net", "--", *_bwrap_argv(), "--", *argv]
+    full = [nsenter, f"--net=/proc/{pid}/ns/net", "--", *sandbox_argv(), "--", *argv]
     started = time.perf_counter()
     proc = subprocess.Popen(
         full,
