@@ -1,16 +1,18 @@
 """Commit-reveal for rounds and the public listing of a batch's queries (issue 13 item 1).
 
-When a round starts, the site publishes :func:`round_commitment` of its seed and the apps'
-generator versions; when it closes, it publishes the seed. Anyone can then check the
-commitment and regenerate the exact queries with ``python manage.py generate_queries --app A
---seed S --count N`` (:func:`query_listing`), comparing each query's ``fingerprint`` (SHA-256
-over prompt and ground truth; it does not depend on the server's query-id key).
+When a round starts, the site publishes :func:`round_commitment` of its seed, the apps'
+generator versions and a random salt; when it closes, it publishes the seed and the salt.
+Anyone can then check the commitment and regenerate the exact queries with ``python manage.py
+generate_queries --app A --seed S --count N --salt SALT`` (:func:`query_listing`), comparing
+each query's ``fingerprint`` (SHA-256 over prompt and ground truth; it does not depend on the
+server's query-id key).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections.abc import Mapping
 
 from evaluator.app import App
@@ -18,10 +20,17 @@ from evaluator.types import JSON
 
 #: Version of the commitment text below; bump if its layout ever changes.
 COMMITMENT_FORMAT = 1
+#: Random bytes of a commitment salt (shown as hex).
+SALT_BYTES = 16
 
 
-def commitment_text(seed: int, versions: Mapping[str, int]) -> str:
-    """The committed text: canonical JSON of the format, the seed and the app versions.
+def new_salt() -> str:
+    """A fresh random salt: :data:`SALT_BYTES` bytes as hex (``secrets``)."""
+    return secrets.token_hex(SALT_BYTES)
+
+
+def commitment_text(seed: int, versions: Mapping[str, int], salt: str) -> str:
+    """The committed text: canonical JSON of the format, the salt, the seed and the versions.
 
     ``versions`` maps app id to generator version (``App.version``); the seed is written as a
     decimal string so that 128-bit seeds survive every JSON reader.
@@ -29,6 +38,7 @@ def commitment_text(seed: int, versions: Mapping[str, int]) -> str:
     return json.dumps(
         {
             "format": COMMITMENT_FORMAT,
+            "salt": salt,
             "seed": str(int(seed)),
             "versions": {app_id: int(v) for app_id, v in sorted(versions.items())},
         },
@@ -37,14 +47,14 @@ def commitment_text(seed: int, versions: Mapping[str, int]) -> str:
     )
 
 
-def round_commitment(seed: int, versions: Mapping[str, int]) -> str:
+def round_commitment(seed: int, versions: Mapping[str, int], salt: str) -> str:
     """SHA-256 hex digest of :func:`commitment_text` (64 characters).
 
-    The seed is 128 random bits (``evaluator.types.new_seed``), so the digest cannot be
-    inverted by trying seeds; publishing it before the round fixes the queries without
-    revealing them.
+    A salted hash (issue 9 item 7): with a 128-bit seed (``evaluator.types.new_seed``) and a
+    128-bit salt, the digest can be neither inverted nor matched against precomputed seeds;
+    publishing it before the round fixes the queries without revealing them.
     """
-    return hashlib.sha256(commitment_text(seed, versions).encode()).hexdigest()
+    return hashlib.sha256(commitment_text(seed, versions, salt).encode()).hexdigest()
 
 
 def query_listing(

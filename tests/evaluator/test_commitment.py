@@ -6,20 +6,23 @@ import hashlib
 
 import pytest
 
-from evaluator.commitment import commitment_text, query_listing, round_commitment
+from evaluator.commitment import commitment_text, new_salt, query_listing, round_commitment
 from evaluator.registry import get_app
 
 
 def test_the_commitment_is_the_sha256_of_a_canonical_text_and_binds_everything() -> None:
     seed = 2**127 + 12345  # a 128-bit seed survives as a decimal string
-    text = commitment_text(seed, {"route": 2, "malt": 1})
-    assert str(seed) in text and text.index('"malt"') < text.index('"route"')
-    digest = round_commitment(seed, {"route": 2, "malt": 1})
+    salt = new_salt()
+    assert len(salt) == 32 and salt != new_salt()
+    text = commitment_text(seed, {"route": 2, "malt": 1}, salt)
+    assert str(seed) in text and salt in text and text.index('"malt"') < text.index('"route"')
+    digest = round_commitment(seed, {"route": 2, "malt": 1}, salt)
     assert digest == hashlib.sha256(text.encode()).hexdigest()
-    assert digest == round_commitment(seed, {"malt": 1, "route": 2})  # order-free
-    assert digest != round_commitment(seed + 1, {"malt": 1, "route": 2})
-    assert digest != round_commitment(seed, {"malt": 2, "route": 2})
-    assert digest != round_commitment(seed, {"malt": 1})
+    assert digest == round_commitment(seed, {"malt": 1, "route": 2}, salt)  # order-free
+    assert digest != round_commitment(seed + 1, {"malt": 1, "route": 2}, salt)
+    assert digest != round_commitment(seed, {"malt": 2, "route": 2}, salt)
+    assert digest != round_commitment(seed, {"malt": 1}, salt)
+    assert digest != round_commitment(seed, {"malt": 1, "route": 2}, new_salt())
 
 
 def test_a_listing_is_the_generated_batch_and_hides_ground_truth_unless_asked() -> None:

@@ -37,13 +37,15 @@ def test_the_command_regenerates_a_finished_submissions_queries(
         Query.from_dict(e.query).fingerprint()
         for e in EpisodeRecord.objects.filter(submission=submission).order_by("index")
     ]
-    call_command(
-        "generate_queries", "--app", "guess", "--seed", str(submission.seed), "--count", "9"
-    )
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    *rows, last = lines
+    seed = str(submission.seed)
+    call_command("generate_queries", "--app", "guess", "--seed", seed, "--count", "9")
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["fingerprint"] for r in rows] == stored
-    assert last["commitment"] == round_commitment(submission.seed, {"guess": 1})
+    call_command(
+        "generate_queries", "--app", "guess", "--seed", seed, "--count", "9", "--salt", "ab"
+    )
+    last = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert last["commitment"] == round_commitment(submission.seed, {"guess": 1}, "ab")
 
 
 def test_bad_arguments_are_clear_errors():

@@ -17,8 +17,8 @@ class Command(BaseCommand):
 
     help = (
         "Regenerate the queries of a seed exactly as a submission or round did: one JSON line "
-        "per query with its fingerprint (SHA-256 of prompt and ground truth), then a last line "
-        "with the round commitment of this seed and the apps' generator versions."
+        "per query with its fingerprint (SHA-256 of prompt and ground truth); with --salt, a "
+        "last line with the round commitment of the seed, salt and the apps' versions."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -31,6 +31,9 @@ class Command(BaseCommand):
         parser.add_argument("--level", type=int, default=None, help="only this level")
         parser.add_argument(
             "--ground-truth", action="store_true", help="include each query's ground truth"
+        )
+        parser.add_argument(
+            "--salt", default=None, help="the revealed salt: also print the round commitment"
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -56,6 +59,7 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
             for row in rows:
                 self.stdout.write(json.dumps(row, sort_keys=True))
-        versions = {app.app_id: app.version for app in apps}
-        digest = round_commitment(options["seed"], versions)
-        self.stdout.write(json.dumps({"commitment": digest, "versions": versions}))
+        if options["salt"] is not None:
+            versions = {app.app_id: app.version for app in apps}
+            digest = round_commitment(options["seed"], versions, options["salt"])
+            self.stdout.write(json.dumps({"commitment": digest, "versions": versions}))
