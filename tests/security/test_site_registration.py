@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -22,7 +23,7 @@ def team():
     return Team.objects.create(name="registrars")
 
 
-def _create(team: Team, url: str, name: str = "a", **kwargs: object):
+def _create(team: Team, url: str, name: str = "a", **kwargs: Any):
     return services.agent_create(
         team=team, name=name, endpoint_url=url, protocol="http-json", **kwargs
     )
