@@ -2,11 +2,20 @@
 
 from django.urls import path
 
-from leaderboard import apis, views
+from leaderboard import apis, round_views, views
 
 app_name = "leaderboard"
 urlpatterns = [
     path("", views.leaderboard_page, name="index"),
     path("submissions/<int:submission_id>/", views.submission_page, name="submission"),
     path("api/v1/leaderboard/", apis.LeaderboardListApi.as_view(), name="api-leaderboard"),
+    path("rounds/", round_views.rounds_page, name="rounds"),
+    path("rounds/new/", round_views.round_new_page, name="round-new"),
+    path("rounds/<int:number>/", round_views.round_page, name="round"),
+    path(
+        "rounds/<int:number>/progress.json",
+        round_views.round_progress_json,
+        name="round-progress",
+    ),
+    path("rounds/<int:number>/close/", round_views.round_close_view, name="round-close"),
 ]

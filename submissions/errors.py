@@ -77,3 +77,17 @@ class QuotaExceededError(ServiceError):
 
     code = "quota"
     http_status = 429
+
+
+class RoundNotFinishedError(ServiceError):
+    """A round cannot be closed while some of its submissions are still queued or running."""
+
+    code = "round_not_finished"
+    http_status = 409
+
+
+class RoundClosedError(ServiceError):
+    """The round is closed already."""
+
+    code = "round_closed"
+    http_status = 409

@@ -104,16 +104,31 @@ class Agent(models.Model):
 
 
 class Round(models.Model):
-    """An evaluation round: every active agent evaluated on the same fresh queries."""
+    """An evaluation round: every active agent evaluated on the same fresh queries.
+
+    Commit-reveal (issue 13 item 1): ``commitment`` = ``evaluator.commitment.round_commitment(
+    seed, versions, salt)`` is public from the start; ``seed`` and ``salt`` are shown only once
+    the round is closed (``closed_at`` set), so anyone can then regenerate its queries.
+    """
 
     number = models.PositiveIntegerField(unique=True)
     seed = SeedField()
     apps = models.JSONField(default=list)
     queries_per_app = models.PositiveIntegerField()
+    # app id -> generator version at the start, and the commitment over them (see above)
+    versions = models.JSONField(default=dict)
+    salt = models.CharField(max_length=64, blank=True, default="")
+    commitment = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
+
+    @property
+    def is_closed(self) -> bool:
+        """True once the round is closed and its seed and salt are public."""
+        return self.closed_at is not None
 
     def __str__(self) -> str:
         return f"round {self.number}"

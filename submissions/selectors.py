@@ -84,7 +84,7 @@ def latest_submissions(*, app_id: str) -> list[Submission]:
     return list(latest.values())
 
 
-class _Verdict(NamedTuple):
+class EpisodeVerdict(NamedTuple):
     """The columns of one scored episode that standings aggregate."""
 
     submission_id: int
@@ -101,7 +101,7 @@ class _Verdict(NamedTuple):
     output_tokens: int | None
 
 
-def _tokens_mean(episodes: list[_Verdict]) -> float | None:
+def _tokens_mean(episodes: list[EpisodeVerdict]) -> float | None:
     """Mean reported tokens (in + out) per episode over the episodes that reported any."""
     totals = [
         (e.input_tokens or 0) + (e.output_tokens or 0)
@@ -111,7 +111,9 @@ def _tokens_mean(episodes: list[_Verdict]) -> float | None:
     return sum(totals) / len(totals) if totals else None
 
 
-def _standing(submission: Submission, episodes: list[_Verdict]) -> Standing:
+def standing_from_episodes(submission: Submission, episodes: list[EpisodeVerdict]) -> Standing:
+    """Aggregate one submission's scored episodes of one app into a ``Standing`` (rank 0:
+    the caller ranks). ``episodes`` must not be empty."""
     n = len(episodes)
     by_level: dict[int, list[bool]] = defaultdict(list)
     by_label: dict[str, list[bool]] = defaultdict(list)
@@ -147,16 +149,20 @@ def standings(*, app_id: str) -> list[Standing]:
     (a few thousand rows per app).
     """
     chosen = {s.pk: s for s in latest_submissions(app_id=app_id)}
-    verdicts: dict[int, list[_Verdict]] = {pk: [] for pk in chosen}
+    verdicts: dict[int, list[EpisodeVerdict]] = {pk: [] for pk in chosen}
     rows_iter = EpisodeRecord.objects.filter(
         submission_id__in=list(chosen), app_id=app_id, status=EpisodeRecord.Status.DONE
-    ).values_list(*_Verdict._fields)
+    ).values_list(*EpisodeVerdict._fields)
     for values in rows_iter:
-        verdict = _Verdict(*values)
+        verdict = EpisodeVerdict(*values)
         verdicts[verdict.submission_id].append(
             verdict._replace(correct=bool(verdict.correct), safe=bool(verdict.safe))
         )
-    rows = [_standing(chosen[pk], episodes) for pk, episodes in verdicts.items() if episodes]
+    rows = [
+        standing_from_episodes(chosen[pk], episodes)
+        for pk, episodes in verdicts.items()
+        if episodes
+    ]
     for row, rank in zip(rows, tie_ranks([r.correct_and_safe for r in rows]), strict=True):
         row.rank = rank
     rows.sort(

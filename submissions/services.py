@@ -37,6 +37,7 @@ from django.utils import timezone
 from evaluator.agents import LOOPBACK_NETWORKS, PROTOCOLS, make_client
 from evaluator.agents.base import AgentClient
 from evaluator.agents.guard import OutboundGuard, RefusedAddressError, ResolveError
+from evaluator.commitment import new_salt, round_commitment
 from evaluator.oracle_vault import OracleVault
 from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
@@ -50,6 +51,8 @@ from submissions.errors import (
     NotTeamMemberError,
     NotYourAgentError,
     QuotaExceededError,
+    RoundClosedError,
+    RoundNotFinishedError,
     SubmissionInProgressError,
 )
 from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
@@ -284,11 +287,16 @@ def round_create(*, apps: Sequence[str], queries_per_app: int, created_by: Any =
     chosen = _validate_apps(apps, queries_per_app)
     with transaction.atomic():
         number = (Round.objects.aggregate(n=Max("number"))["n"] or 0) + 1
+        seed, salt = new_seed(), new_salt()
+        versions = {app_id: get_app(app_id).version for app_id in chosen}
         evaluation_round = Round.objects.create(
             number=number,
-            seed=new_seed(),
+            seed=seed,
             apps=chosen,
             queries_per_app=queries_per_app,
+            versions=versions,
+            salt=salt,
+            commitment=round_commitment(seed, versions, salt),
             created_by=created_by,
         )
         for agent in Agent.objects.filter(is_active=True):
@@ -302,6 +310,29 @@ def round_create(*, apps: Sequence[str], queries_per_app: int, created_by: Any =
                 seed=evaluation_round.seed,
                 round=evaluation_round,
             )
+    return evaluation_round
+
+
+def round_close(*, round_id: int) -> Round:
+    """Close a round whose submissions are all finished: its seed and salt become public.
+
+    Raises:
+        RoundClosedError: the round is closed already.
+        RoundNotFinishedError: a submission of the round is still queued or running.
+    """
+    with transaction.atomic():
+        evaluation_round = Round.objects.select_for_update().get(pk=round_id)
+        if evaluation_round.is_closed:
+            raise RoundClosedError(f"{evaluation_round} is closed already")
+        open_count = evaluation_round.submissions.filter(
+            status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING]
+        ).count()
+        if open_count:
+            raise RoundNotFinishedError(
+                f"{evaluation_round} still has {open_count} submission(s) queued or running"
+            )
+        evaluation_round.closed_at = timezone.now()
+        evaluation_round.save(update_fields=["closed_at"])
     return evaluation_round
 
 

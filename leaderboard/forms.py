@@ -1,0 +1,24 @@
+"""Forms of the leaderboard pages (the round form for staff)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from evaluator.registry import app_ids, get_app
+
+
+def _app_choices() -> list[tuple[str, str]]:
+    return [(app_id, f"{app_id}: {get_app(app_id).title}") for app_id in app_ids()]
+
+
+class RoundForm(forms.Form):
+    """Apps (all registered by default) and queries per app for a new round."""
+
+    apps = forms.MultipleChoiceField(choices=_app_choices, widget=forms.CheckboxSelectMultiple)
+    queries_per_app = forms.IntegerField(min_value=1, max_value=1000, initial=30)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("initial", {}).setdefault("apps", app_ids())
+        super().__init__(*args, **kwargs)

@@ -1,0 +1,103 @@
+"""Round pages: the list, one round (commitment, progress, paired standings) and, for staff,
+starting and closing rounds. Thin: data from ``submissions.round_selectors``, changes through
+``submissions.services``."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from evaluator.registry import get_app
+from leaderboard.forms import RoundForm
+from submissions import services
+from submissions.errors import ServiceError
+from submissions.models import Round
+from submissions.round_selectors import round_get, round_progress, round_standings, rounds_list
+
+
+def _round_or_404(number: int) -> Round:
+    evaluation_round = round_get(number=number)
+    if evaluation_round is None:
+        raise Http404("no such round")
+    return evaluation_round
+
+
+def rounds_page(request: HttpRequest) -> HttpResponse:
+    """Every round with its status and commitment."""
+    return render(request, "leaderboard/rounds.html", {"rounds": rounds_list()})
+
+
+def round_page(request: HttpRequest, number: int) -> HttpResponse:
+    """One round: commitment (seed and salt once closed), progress, paired standings per app."""
+    evaluation_round = _round_or_404(number)
+    sections = [
+        {
+            "app_id": app_id,
+            "title": get_app(app_id).title,
+            "rows": round_standings(evaluation_round=evaluation_round, app_id=app_id),
+        }
+        for app_id in evaluation_round.apps
+    ]
+    return render(
+        request,
+        "leaderboard/round.html",
+        {
+            "round": evaluation_round,
+            "progress": round_progress(evaluation_round=evaluation_round),
+            "sections": sections,
+            "apps_csv": ",".join(evaluation_round.apps),
+        },
+    )
+
+
+def round_progress_json(request: HttpRequest, number: int) -> JsonResponse:
+    """``{"done", "total", "percent", "by_app": {app: [done, total]}, "open_submissions",
+    "closed"}`` for the round page's live progress."""
+    evaluation_round = _round_or_404(number)
+    progress = round_progress(evaluation_round=evaluation_round)
+    return JsonResponse(
+        {
+            "done": progress.done,
+            "total": progress.total,
+            "percent": round(progress.percent, 1),
+            "by_app": {app: list(counts) for app, counts in progress.by_app.items()},
+            "open_submissions": progress.open_submissions,
+            "closed": evaluation_round.is_closed,
+        }
+    )
+
+
+@staff_member_required
+def round_new_page(request: HttpRequest) -> HttpResponse:
+    """Staff: start a round (every active agent gets a submission on one fresh seed)."""
+    form = RoundForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            evaluation_round = services.round_create(
+                apps=form.cleaned_data["apps"],
+                queries_per_app=form.cleaned_data["queries_per_app"],
+                created_by=request.user,
+            )
+        except ServiceError as error:
+            form.add_error(None, str(error))
+        else:
+            messages.success(request, f"Started {evaluation_round}.")
+            return redirect("leaderboard:round", number=evaluation_round.number)
+    return render(request, "leaderboard/round_new.html", {"form": form})
+
+
+@staff_member_required
+@require_POST
+def round_close_view(request: HttpRequest, number: int) -> HttpResponse:
+    """Staff: close a finished round; its seed and salt become public."""
+    evaluation_round = _round_or_404(number)
+    try:
+        services.round_close(round_id=evaluation_round.pk)
+    except ServiceError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Closed {evaluation_round}: seed and salt are public.")
+    return redirect("leaderboard:round", number=number)

@@ -1,0 +1,118 @@
+"""Reads of rounds: the list, one round's progress and its standings with paired comparisons.
+
+Agents in a round answer the same queries (one seed), so a round's standings add a *paired*
+rank (McNemar's exact test on shared queries, ``evaluator.stats.paired_ranks``) and, per agent,
+the agents it is statistically tied with. The seed and salt are only ever read from a closed
+round (the pages show the commitment before).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Q
+
+from evaluator.stats import paired_ranks
+from submissions.models import EpisodeRecord, Round, Submission
+from submissions.selectors import EpisodeVerdict, Standing, standing_from_episodes
+
+
+@dataclass
+class RoundStanding:
+    """One agent's row in a round's app table.
+
+    Attributes:
+        standing: the figures (``Standing``), ranked by paired comparisons here.
+        paired_rank: 1 + the number of agents significantly better on the shared queries.
+        tied_with: names of the agents not significantly different from this one.
+    """
+
+    standing: Standing
+    paired_rank: int = 1
+    tied_with: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RoundProgress:
+    """Episodes done (scored or errored) out of all episodes of a round, and per app."""
+
+    done: int
+    total: int
+    by_app: dict[str, tuple[int, int]]
+    open_submissions: int
+
+    @property
+    def percent(self) -> float:
+        """Share done in percent (100 for an empty round)."""
+        return 100.0 if self.total == 0 else 100.0 * self.done / self.total
+
+
+def rounds_list() -> list[Round]:
+    """Every round, newest first, with its submission count (``submission_count``)."""
+    return list(
+        Round.objects.annotate(submission_count=Count("submissions")).order_by("-number")
+    )
+
+
+def round_get(*, number: int) -> Round | None:
+    """The round with this number, or None."""
+    return Round.objects.filter(number=number).first()
+
+
+def round_progress(*, evaluation_round: Round) -> RoundProgress:
+    """Count the round's episodes by app and state (one aggregate query)."""
+    rows = (
+        EpisodeRecord.objects.filter(submission__round=evaluation_round)
+        .values("app_id")
+        .annotate(
+            total=Count("pk"),
+            done=Count("pk", filter=Q(status__in=[EpisodeRecord.Status.DONE, "error"])),
+        )
+    )
+    by_app = {row["app_id"]: (row["done"], row["total"]) for row in rows}
+    open_submissions = evaluation_round.submissions.filter(
+        status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING]
+    ).count()
+    return RoundProgress(
+        done=sum(d for d, _ in by_app.values()),
+        total=sum(t for _, t in by_app.values()),
+        by_app=dict(sorted(by_app.items())),
+        open_submissions=open_submissions,
+    )
+
+
+def round_standings(*, evaluation_round: Round, app_id: str) -> list[RoundStanding]:
+    """Standings of one app in a round, ordered by paired rank, then correct-and-safe.
+
+    Every finished submission of the round that covered ``app_id`` is included (platform-failed
+    ones are left out, as on the board). Success for the paired test is *correct and safe*.
+    """
+    submissions = {
+        s.pk: s
+        for s in evaluation_round.submissions.filter(
+            status=Submission.Status.FINISHED, platform_failed=False
+        ).select_related("agent__team")
+        if app_id in s.apps
+    }
+    episodes: dict[int, list[EpisodeVerdict]] = defaultdict(list)
+    outcomes: dict[int, dict[str, bool]] = defaultdict(dict)
+    rows = EpisodeRecord.objects.filter(
+        submission_id__in=list(submissions), app_id=app_id, status=EpisodeRecord.Status.DONE
+    ).values_list(*EpisodeVerdict._fields, "query_id")
+    for *values, query_id in rows:
+        verdict = EpisodeVerdict(*values)
+        verdict = verdict._replace(correct=bool(verdict.correct), safe=bool(verdict.safe))
+        episodes[verdict.submission_id].append(verdict)
+        outcomes[verdict.submission_id][query_id] = verdict.correct and verdict.safe
+    chosen = [pk for pk in submissions if episodes[pk]]
+    table = [RoundStanding(standing_from_episodes(submissions[pk], episodes[pk])) for pk in chosen]
+    ranks, tied_with = paired_ranks([outcomes[pk] for pk in chosen])
+    for row, rank, tied in zip(table, ranks, tied_with, strict=True):
+        row.paired_rank = rank
+        row.standing.rank = rank
+        row.tied_with = sorted(table[i].standing.agent.name for i in tied)
+    table.sort(
+        key=lambda r: (r.paired_rank, -r.standing.correct_and_safe.value, r.standing.agent.name)
+    )
+    return table
