@@ -9,7 +9,8 @@
 #   2. already on PATH -> linked into the cache directory;
 #   3. NETARENA_K8S_DOWNLOAD=1 -> official release binaries (dl.k8s.io, GitHub releases; needs
 #      internet, checksums verified for the Kubernetes binaries);
-#   4. otherwise built from source through the Go module proxy (GOPROXY), with wrapper modules
+#   4. otherwise built from source through the Go module proxy (the first entry of
+#      `go env GOPROXY`, i.e. what go itself uses), with wrapper modules
 #      generated from the exact upstream go.mod.
 #
 # Usage: scripts/build_k8s.sh [etcd] [kube-router] [kubernetes]   (default: all three)
@@ -35,8 +36,6 @@ BIN_DIR="${NETARENA_K8S_BIN:-/var/cache/netarena/k8s/${K8S_VERSION}/bin}"
 GO_CACHE_ROOT="${NETARENA_GO_CACHE:-/var/cache/netarena/go}"
 WORK_ROOT="${GO_CACHE_ROOT}/wrappers"
 GO_BUILD_P="${GO_BUILD_P:-2}"
-PROXY="${GOPROXY:-https://proxy.golang.org}"
-PROXY="${PROXY%%,*}"
 
 if [[ -z "${GO:-}" ]]; then
     if command -v go >/dev/null 2>&1; then GO="$(command -v go)"; else GO=/usr/local/go/bin/go; fi
@@ -47,6 +46,20 @@ export GOCACHE="${GO_CACHE_ROOT}/build"
 export GOTOOLCHAIN=local       # never fetch another toolchain behind the user's back
 export CGO_ENABLED=0           # static binaries, no C toolchain needed
 export GOFLAGS="-mod=mod -buildvcs=false"
+
+# The module proxy is whatever the Go toolchain uses (`go env GOPROXY`: the GOPROXY environment
+# variable, go's own env file or its built-in default); its first entry also serves the .mod and
+# .info files read below with curl. Resolved lazily, so a cached run needs no go at all.
+PROXY=""
+module_proxy() {
+    [[ -n "$PROXY" ]] && return 0
+    local list
+    list="$("$GO" env GOPROXY)" || { log "cannot run '$GO env GOPROXY'"; exit 1; }
+    PROXY="${list%%[,|]*}"
+    case "$PROXY" in
+        "" | direct | off) log "GOPROXY='$list' names no module proxy; set GOPROXY"; exit 1 ;;
+    esac
+}
 
 log() { printf '[build_k8s %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
@@ -74,6 +87,7 @@ have_binary() {
 }
 
 release_time() {  # the upstream tag time from the proxy, used as a reproducible build date
+    module_proxy
     curl -fsS "$PROXY/$1/@v/$2.info" | sed -n 's/.*"Time": *"\([^"]*\)".*/\1/p'
 }
 
@@ -100,6 +114,7 @@ build_kubernetes() {
         return 0
     fi
 
+    module_proxy
     local dir="$WORK_ROOT/kubernetes-$K8S_VERSION"
     rm -rf "$dir" && mkdir -p "$dir"
     log "fetching k8s.io/kubernetes@$K8S_VERSION go.mod from $PROXY"
@@ -156,6 +171,7 @@ build_etcd() {
         rm -rf "$tmp"
         return 0
     fi
+    module_proxy
     local dir="$WORK_ROOT/etcd-$ETCD_VERSION"
     rm -rf "$dir" && mkdir -p "$dir"
     {
@@ -184,6 +200,7 @@ build_kube_router() {
         rm -rf "$tmp"
         return 0
     fi
+    module_proxy
     local dir="$WORK_ROOT/kube-router-$KUBE_ROUTER_VERSION" mod=github.com/cloudnativelabs/kube-router/v2
     rm -rf "$dir" && mkdir -p "$dir"
     {

@@ -42,6 +42,7 @@ from apps.k8s.cluster import certs, netns, processes
 from apps.k8s.cluster.config import ClusterConfig
 from apps.k8s.cluster.kubeconfig import mint_namespace_kubeconfig, write_cert_kubeconfig
 from apps.k8s.cluster.rest import KubeRest, resource_path
+from apps.k8s.cluster.sync import DataplaneSync, wait_pods_ready
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "node-agent", "kube-router")
@@ -146,9 +147,8 @@ class Cluster:
             self._start("node-agent", self._agent_argv(), in_netns=True, keep_mounts=True)
             self._wait_node_ready(deadline)
             self._start("kube-router", self._kube_router_argv(), in_netns=True)
-            from apps.k8s.cluster.sync import DataplaneSync
-
-            DataplaneSync(self).install(timeout_s=max(1.0, deadline - time.monotonic()))
+            sentinel = DataplaneSync(self.api_client(), cfg)
+            sentinel.install(timeout_s=max(1.0, deadline - time.monotonic()))
         except BaseException:
             self._write_failure_note()
             raise
@@ -169,9 +169,8 @@ class Cluster:
                 self._start(name, argv, in_netns=True, keep_mounts=keep_mounts)
                 if name == "node-agent":
                     self._wait_node_ready(deadline)
-        from apps.k8s.cluster.sync import DataplaneSync
-
-        DataplaneSync(self).install(timeout_s=max(1.0, deadline - time.monotonic()))
+        sentinel = DataplaneSync(self.api_client(), self.config)
+        sentinel.install(timeout_s=max(1.0, deadline - time.monotonic()))
         return self.status()
 
     def down(self, timeout_s: float = 20.0) -> None:
@@ -265,13 +264,11 @@ class Cluster:
         Returns:
             Seconds waited. Raises :class:`apps.k8s.cluster.sync.SyncTimeoutError`.
         """
-        from apps.k8s.cluster.sync import DataplaneSync, wait_pods_ready
-
         start = time.monotonic()
         if namespaces:
             wait_pods_ready(self.api_client(), namespaces, timeout_s)
         remaining = max(1.0, timeout_s - (time.monotonic() - start))
-        DataplaneSync(self).barrier(remaining)
+        DataplaneSync(self.api_client(), self.config).barrier(remaining)
         return time.monotonic() - start
 
     def kubectl_env(self, kubeconfig: Path | None = None) -> dict[str, str]:

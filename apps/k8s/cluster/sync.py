@@ -38,7 +38,7 @@ from apps.k8s.cluster.prober import Probe, probe_once
 from apps.k8s.cluster.rest import KubeRest, resource_path
 
 if TYPE_CHECKING:
-    from apps.k8s.cluster.control_plane import Cluster
+    from apps.k8s.cluster.config import ClusterConfig
 
 SYNC_NAMESPACE = "netarena-sync"
 EPOCH_LABEL = "netarena.io/sync-epoch"
@@ -102,9 +102,12 @@ def wait_pods_ready(
 class DataplaneSync:
     """The sentinel of one cluster; see the module docstring."""
 
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.api = cluster.api_client()
+    def __init__(self, api: client.ApiClient, config: ClusterConfig) -> None:
+        """``api``: an admin client of the cluster; ``config``: its configuration (run dir,
+        pod namespace prefix). Takes no ``Cluster`` so that this module does not import
+        ``control_plane`` (which imports this one)."""
+        self.config = config
+        self.api = api
         self.rest = KubeRest(self.api)
 
     def install(self, timeout_s: float = 60.0) -> float:
@@ -169,7 +172,7 @@ class DataplaneSync:
         Raises:
             SyncTimeoutError: if that does not happen within ``timeout_s``.
         """
-        lock_path = self.cluster.config.run_dir / "sync.lock"
+        lock_path = self.config.run_dir / "sync.lock"
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         with open(lock_path, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -180,7 +183,7 @@ class DataplaneSync:
         return {p["metadata"]["name"]: p for p in items}
 
     def _netns(self, pod: dict[str, Any]) -> str:
-        return self.cluster.config.pod_netns_prefix + pod["metadata"]["uid"]
+        return self.config.pod_netns_prefix + pod["metadata"]["uid"]
 
     def _barrier_locked(self, timeout_s: float) -> float:
         rest = self.rest
