@@ -15,7 +15,7 @@ from pathlib import Path
 K8S_VERSION = "v1.33.13"
 """Pinned Kubernetes version built by ``scripts/build_k8s.sh`` (kubectl v1.32 is within skew)."""
 
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-router")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 """Executables the control plane needs, resolved by :func:`find_binary`."""
 
 

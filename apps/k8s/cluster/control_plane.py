@@ -45,7 +45,9 @@ from apps.k8s.cluster.rest import KubeRest, resource_path
 from apps.k8s.cluster.sync import DataplaneSync, wait_pods_ready
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "node-agent", "kube-router")
+COMPONENTS = (
+    "etcd", "kube-apiserver", "kube-controller-manager", "node-agent", "netpol-enforcer"
+)
 """Daemons in start order; stopped in reverse order."""
 
 
@@ -125,7 +127,7 @@ class Cluster:
         if current.running and current.node_ready:
             return current
         cfg = self.config
-        for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-router"):
+        for name in ("etcd", "kube-apiserver", "kube-controller-manager"):
             cfg.find_binary(name)
         core = ("etcd", "kube-apiserver", "kube-controller-manager")
         if all(current.components[n] for n in core) and self._apiserver_ready():
@@ -146,7 +148,7 @@ class Cluster:
             self._start("kube-controller-manager", self._kcm_argv(), in_netns=True)
             self._start("node-agent", self._agent_argv(), in_netns=True, keep_mounts=True)
             self._wait_node_ready(deadline)
-            self._start("kube-router", self._kube_router_argv(), in_netns=True)
+            self._start("netpol-enforcer", self._enforcer_argv(), in_netns=True)
             sentinel = DataplaneSync(self.api_client(), cfg)
             sentinel.install(timeout_s=max(1.0, deadline - time.monotonic()))
         except BaseException:
@@ -162,7 +164,7 @@ class Cluster:
         deadline = time.monotonic() + timeout_s
         for name, keep_mounts, argv in (
             ("node-agent", True, self._agent_argv()),
-            ("kube-router", False, self._kube_router_argv()),
+            ("netpol-enforcer", False, self._enforcer_argv()),
         ):
             if processes.daemon_pid(name, self.config.run_dir, self._marker) is None:
                 processes.stop_daemon(name, self.config.run_dir, self._marker)
@@ -297,10 +299,10 @@ class Cluster:
         users = {
             "admin": ("kubernetes-admin", ("system:masters",)),
             "controller-manager": ("system:kube-controller-manager", ()),
-            # The node agent and kube-router are cluster components with wide read/write needs
-            # (nodes, leases, pods/status, bindings; every informer of kube-router).
+            # The node agent and the enforcer are cluster components with wide needs (nodes,
+            # leases, pods/status, bindings; cluster-wide watches of pods, namespaces, policies).
             "node-agent": ("system:node:" + cfg.node_name, ("system:masters",)),
-            "kube-router": ("system:kube-router", ("system:masters",)),
+            "netpol-enforcer": ("system:netarena-netpol-enforcer", ("system:masters",)),
         }
         for stem, (user, groups) in users.items():
             pair = certs.issue(ca, pki, stem, user, groups)
@@ -396,23 +398,12 @@ class Cluster:
         return [sys.executable, "-m", "apps.k8s.cluster.node_agent", "--state-dir",
                 str(self.config.state_dir)]
 
-    def _kube_router_argv(self) -> list[str]:
+    def _enforcer_argv(self) -> list[str]:
         cfg = self.config
         return [
-            cfg.find_binary("kube-router"),
-            f"--kubeconfig={cfg.kubeconfig_dir / 'kube-router.kubeconfig'}",
-            f"--hostname-override={cfg.node_name}",
-            "--run-firewall=true",
-            "--run-router=false",
-            "--run-service-proxy=false",
-            "--enable-cni=false",
-            "--enable-ipv4=true",
-            "--enable-ipv6=false",
-            "--health-addr=127.0.0.1",
-            "--health-port=20244",
-            "--metrics-port=0",
-            "--iptables-sync-period=5m",
-            "--v=1",
+            sys.executable, "-m", "apps.k8s.cluster.enforcer",
+            "--kubeconfig", str(cfg.kubeconfig_dir / "netpol-enforcer.kubeconfig"),
+            "--pod-cidr", cfg.pod_cidr,
         ]
 
     # ------------------------------------------------------------------ readiness
