@@ -30,7 +30,7 @@ class ClusterConfig:
     Attributes:
         state_dir: runtime state (PKI, etcd data, logs, pid files, kubeconfigs); outside the repo.
         bin_dir: binary cache written by ``scripts/build_k8s.sh``.
-        netns: name of the dedicated network namespace that holds the control plane, kube-router
+        netns: name of the dedicated network namespace that holds the control plane, the enforcer
             and every iptables rule of the cluster.
         host_veth / host_ip: root-namespace end of the link into ``netns`` (an ``/30``).
         node_ip: address of the cluster namespace end; API server address and Node InternalIP.

@@ -10,8 +10,8 @@ Processes (all real Kubernetes code except the node agent):
   kube-controller-manager/);
 * the Python node agent (:mod:`apps.k8s.cluster.node_agent`) — Node, Lease, pods as network
   namespaces with real listeners;
-* kube-router in firewall-only mode — NetworkPolicy as iptables/ipset rules
-  (https://www.kube-router.io/docs/user-guide/).
+* the NetworkPolicy enforcer (:mod:`apps.k8s.cluster.enforcer`) — our policy model compiled
+  to iptables/ipset rules.
 
 Every daemon runs inside one network namespace (``config.netns``); all iptables/ipset state
 lives there, so the host's rules are never touched and deleting the namespace removes them.
@@ -111,7 +111,7 @@ class Cluster:
     def up(self, timeout_s: float = 180.0) -> ClusterStatus:
         """Bring the cluster up, or do nothing if it is already healthy.
 
-        If only the node agent and/or kube-router died, just those are restarted (the agent
+        If only the node agent and/or the enforcer died, just those are restarted (the agent
         re-adopts its pods); any other partial state is torn down and started afresh.
         Serialised with other processes by a lock file next to the state directory.
 
@@ -157,7 +157,7 @@ class Cluster:
         return self.status()
 
     def _restart_node_side(self, timeout_s: float) -> ClusterStatus:
-        """Restart a dead node agent and/or kube-router; the control plane stayed up.
+        """Restart a dead node agent and/or enforcer; the control plane stayed up.
 
         The agent reconciles on start (re-adopts pod namespaces, reopens listeners).
         """

@@ -7,20 +7,18 @@ label — and only on that client's own port. Each barrier switches to the other
 gives that client, the namespace and the policy a new epoch (and the client's port), then
 probes client -> server:port until the connection succeeds.
 
-Why the client and the port alternate: kube-router turns selectors into ipsets of pod IPs, so a
-stale dataplane keeps admitting the IP of the previously admitted client whatever its labels
-now say; the newly chosen client was denied under the previous epoch (its label was ``idle``).
-Its port is opened only by the new iptables rules, so the probe cannot pass on an ipset update
-alone either: it needs a sync whose ipset *and* iptables restores both succeeded and that saw
-all three writes of the new epoch.
+Why the client and the port alternate: the enforcer (:mod:`apps.k8s.cluster.enforcer`) turns
+selectors into ipsets of pod IPs, so a stale dataplane keeps admitting the IP of the previously
+admitted client whatever its labels now say; the newly chosen client was denied under the
+previous epoch (its label was ``idle``). Its port is opened only by a new table, so the probe
+passes only through a sync that saw all three writes of the new epoch.
 
-Why this proves the earlier changes are in force: the API server delivers the events of one
-resource type in resourceVersion order to kube-router's informers (pods, namespaces and
-NetworkPolicies each have one watch); kube-router's full sync reads all three caches and
-applies the whole filter table with one ``iptables-restore`` (and ipsets before it). A sync
-that admits the new client therefore saw the three sentinel writes, hence every pod, namespace
-and NetworkPolicy change written before them. Pods must already have their IP (see
-:func:`wait_pods_ready`), because the node agent's status patch is a write of its own.
+Why this proves the earlier changes are in force: each enforcer sync starts with consistent
+LISTs of Pods, Namespaces and NetworkPolicies (a LIST is a linearizable read of the API server)
+and installs the whole filter table with one ``iptables-restore`` (its ipsets before it). A
+sync that admits the new client therefore LISTed after the three sentinel writes, hence saw
+every pod, namespace and NetworkPolicy change written before them. Pods must already have
+their IP (see :func:`wait_pods_ready`), because the node agent's status patch is a write of its own.
 """
 
 from __future__ import annotations
@@ -114,7 +112,7 @@ class DataplaneSync:
         """Create the sentinel objects (idempotent) and pass one barrier.
 
         Returns:
-            Seconds taken. Raises :class:`SyncTimeoutError` if kube-router does not enforce.
+            Seconds taken. Raises :class:`SyncTimeoutError` if the enforcer does not enforce.
         """
         start = time.monotonic()
         epoch = "init"
@@ -150,14 +148,14 @@ class DataplaneSync:
             resource_path("networkpolicies", SYNC_NAMESPACE), self._policy(epoch, SYNC_PORTS[0])
         )
         wait_pods_ready(self.api, [SYNC_NAMESPACE], max(1.0, timeout_s - _since(start)))
-        # Until kube-router has synced the gate policy the server is unprotected and any
+        # Until the enforcer has synced the gate policy the server is unprotected and any
         # probe passes: first wait until the idle client is refused.
         pods = self._pods()
         idle = pods["sync-client-1"]
         probe = Probe(self._netns(idle), pods["sync-server"]["status"]["podIP"], SYNC_PORTS[1])
         while probe_once(probe, timeout_s=0.2):
             if _since(start) > timeout_s:
-                raise SyncTimeoutError("kube-router does not enforce the sentinel policy")
+                raise SyncTimeoutError("the enforcer does not enforce the sentinel policy")
             time.sleep(POLL_INTERVAL_S)
         self.barrier(max(1.0, timeout_s - _since(start)))
         return time.monotonic() - start
