@@ -11,6 +11,7 @@ CNI treats ipBlocks or named ports differently): an infrastructure failure, neve
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,12 +85,13 @@ def load_model(api: client.ApiClient, pod_cidr: str | None = None,
     """
     cfg = config or ClusterConfig()
     rest = KubeRest(api)
-    namespaces = {
-        ns["metadata"]["name"]: dict(ns["metadata"].get("labels") or {})
-        for ns in rest.get(resource_path("namespaces"))["items"]
-    }
-    pods = [p for p in (pod_from_api(item) for item in rest.get("/api/v1/pods")["items"]) if p]
-    policies = rest.get("/apis/networking.k8s.io/v1/networkpolicies")["items"]
+    paths = (resource_path("namespaces"), "/api/v1/pods",
+             "/apis/networking.k8s.io/v1/networkpolicies")
+    with ThreadPoolExecutor(len(paths)) as pool:  # three independent consistent LISTs
+        ns_items, pod_items, policies = (r["items"] for r in pool.map(rest.get, paths))
+    namespaces = {ns["metadata"]["name"]: dict(ns["metadata"].get("labels") or {})
+                  for ns in ns_items}
+    pods = [p for p in (pod_from_api(item) for item in pod_items) if p]
     return PolicyModel(pods, namespaces, policies, pod_cidr or cfg.pod_cidr)
 
 

@@ -253,13 +253,20 @@ def _existing_sets() -> set[str]:
     return {n for n in proc.stdout.split() if n.startswith(SET_PREFIX)}
 
 
-def install(ruleset: Ruleset) -> None:
+def install(ruleset: Ruleset, existing: set[str] | None = None) -> set[str]:
     """Install in the current network namespace: new ipsets, the table, then stale sets go.
+
+    Args:
+        existing: our ipsets known to exist (None: ask ``ipset list -n``).
+
+    Returns:
+        The names of our ipsets that exist afterwards.
 
     Raises:
         RuntimeError: ipset or iptables-restore failed (the previous table stays in force).
     """
-    existing = _existing_sets()
+    if existing is None:
+        existing = _existing_sets()
     new = [f"create {name} hash:ip -exist" for name in ruleset.ipsets if name not in existing]
     for name, members in ruleset.ipsets.items():
         if name not in existing:
@@ -270,6 +277,7 @@ def install(ruleset: Ruleset) -> None:
     stale = existing - set(ruleset.ipsets)
     if stale:
         _run(["ipset", "restore"], "".join(f"destroy {n}\n" for n in sorted(stale)))
+    return set(ruleset.ipsets)
 
 
 class Enforcer:
@@ -280,6 +288,7 @@ class Enforcer:
         self.pod_cidr = pod_cidr
         self.dirty = threading.Event()
         self.last_text = ""
+        self.sets: set[str] | None = None  # our ipsets; None = unknown (ask the kernel)
 
     def _watch(self, list_func: Callable[..., Any]) -> None:
         from kubernetes import watch
@@ -303,8 +312,9 @@ class Enforcer:
         t1 = time.monotonic()
         ruleset = compile_model(model, self.pod_cidr)
         t2 = time.monotonic()
-        if ruleset.iptables != self.last_text or not set(ruleset.ipsets) <= _existing_sets():
-            install(ruleset)
+        if ruleset.iptables != self.last_text:
+            known, self.sets = self.sets, None  # unknown unless the install below succeeds
+            self.sets = install(ruleset, known)
             self.last_text = ruleset.iptables
         t3 = time.monotonic()
         return {"read_s": t1 - t0, "compile_s": t2 - t1, "install_s": t3 - t2,
