@@ -4,7 +4,7 @@ Pods use the routed point-to-point layout of the CNI ``ptp`` plugin
 (https://www.cni.dev/plugins/current/main/ptp/): the pod's ``eth0`` holds ``podIP/32`` and a
 default route via the link-local gateway ``169.254.1.1``, which sits on the cluster-namespace end
 of the veth; the cluster namespace routes ``podIP/32`` to that veth. No bridge, so iptables sees
-every pod-to-pod packet in the FORWARD chain of the cluster namespace, where kube-router's
+every pod-to-pod packet in the FORWARD chain of the cluster namespace, where the enforcer's
 NetworkPolicy rules live.
 
 All commands need root (CAP_NET_ADMIN, CAP_SYS_ADMIN).

@@ -1,7 +1,7 @@
 """Measure pod-to-pod reachability from inside the pods' network namespaces.
 
 A TCP probe succeeds when the three-way handshake completes; a UDP probe when the echo of a
-datagram comes back. kube-router REJECTs forbidden packets (ICMP port unreachable), so a blocked
+datagram comes back. The enforcer REJECTs forbidden packets (ICMP port unreachable), so a blocked
 probe fails fast with ECONNREFUSED instead of waiting for the timeout; a port with no listener
 looks the same, which is why the node agent listens on every declared containerPort. Every
 probe opens a fresh socket (conntrack keeps established flows alive across policy changes).
