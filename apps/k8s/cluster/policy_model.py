@@ -1,10 +1,12 @@
 """Kubernetes NetworkPolicy semantics as a pure-Python model (no I/O).
 
-One model serves two users: the enforcer (:mod:`apps.k8s.cluster.enforcer`) compiles it into
-iptables rules, and the judge's cross-check (:mod:`apps.k8s.cluster.crosscheck`) computes the
-expected connectivity matrix with it. The semantics follow the Kubernetes documentation
-("Network Policies", concepts/services-networking/network-policies, and the
-``networking.k8s.io/v1`` API reference):
+The project's one NetworkPolicy model. The enforcer (:mod:`apps.k8s.cluster.enforcer`) compiles
+it into iptables rules, the judge's cross-check (:mod:`apps.k8s.cluster.crosscheck`, used by
+:mod:`apps.k8s.crosscheck`) computes the expected connectivity matrix with it, query generation
+(:mod:`apps.k8s.queries`) checks with it that every injected fault shows, and the heuristic
+reference agent (:mod:`apps.k8s.reference`) reads policies with it. The semantics follow the
+Kubernetes documentation ("Network Policies", concepts/services-networking/network-policies,
+and the ``networking.k8s.io/v1`` API reference):
 
 * A pod is *isolated for ingress* (egress) when at least one policy in its namespace selects it
   (``spec.podSelector``) and has ``Ingress`` (``Egress``) in its effective ``policyTypes``
@@ -217,8 +219,14 @@ class PolicyModel:
 
     # -------------------------------------------------------------- decisions
 
-    def _side_allows(self, pod: Pod, direction: str, peer: Pod, dst: Pod,
-                     protocol: str, port: int) -> bool:
+    def side_allows(self, pod: Pod, direction: str, peer: Pod, dst: Pod,
+                    protocol: str, port: int) -> bool:
+        """One side on its own: does ``pod`` admit the connection in ``direction``?
+
+        ``direction`` "Egress" (``pod`` is the source, ``peer`` the destination) or "Ingress"
+        (``pod`` is the destination, ``peer`` the source); ``dst`` is the destination pod,
+        against which named ports resolve. True when no policy isolates ``pod`` that way.
+        """
         policies = self.isolating(pod, direction)
         if not policies:
             return True
@@ -240,8 +248,8 @@ class PolicyModel:
         """Is a new ``protocol`` connection from ``src`` to ``dst``:``port`` allowed?"""
         if src.key == dst.key:
             return True
-        return (self._side_allows(src, "Egress", dst, dst, protocol, port)
-                and self._side_allows(dst, "Ingress", src, dst, protocol, port))
+        return (self.side_allows(src, "Egress", dst, dst, protocol, port)
+                and self.side_allows(dst, "Ingress", src, dst, protocol, port))
 
     def matrix(self, sources: Sequence[Pod] | None = None,
                destinations: Sequence[Pod] | None = None,
@@ -263,3 +271,13 @@ class PolicyModel:
                 row[dst.key] = cells
             out[src.key] = row
         return out
+
+
+def in_namespace(policies: Iterable[Obj], namespace: str) -> list[Obj]:
+    """Copies of ``policies`` placed in ``namespace`` (``metadata.namespace`` set).
+
+    For models of one namespace built from manifests that carry no namespace (query
+    generation) or read from ``kubectl`` output (the heuristic agent).
+    """
+    return [{**pol, "metadata": {**(pol.get("metadata") or {}), "namespace": namespace}}
+            for pol in policies]
