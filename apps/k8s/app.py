@@ -5,10 +5,10 @@ operand (:mod:`apps.k8s.queries`). Each episode gets its own namespace on the sh
 cluster, created healthy (checked: measured matrix == intended), then the faulted policies are
 written and the faults checked to be visible. The agent works with the real ``kubectl`` and
 namespace-scoped credentials (:mod:`apps.k8s.kubectl`); after every step the connectivity is
-measured from inside the pods and cross-checked against the policies
+measured from inside the pods and cross-checked against the exact policy model
 (:mod:`apps.k8s.crosscheck`: a disagreement raises :class:`CrossCheckError`, an infrastructure
-failure). Scoring: :mod:`apps.k8s.scoring`. Teardown deletes the namespace and waits until it
-is gone (pods, their network namespaces and veths with it).
+failure carrying both matrices). Scoring: :mod:`apps.k8s.scoring`. Teardown deletes the
+namespace and waits until it is gone (pods, their network namespaces and veths with it).
 """
 
 from __future__ import annotations
@@ -103,8 +103,8 @@ class K8sEpisode(Episode):
             self.timings["wait_s"].append(t1 - t0)
         self.timings["probe_s"].append(t2 - t1)
         if check and self.cross_check:
-            world = crosscheck.snapshot(self.ns.rest, self.ns.name)
-            crosscheck.compare(pod_matrix, world)
+            crosscheck.check(self.ns.rest.api, self.ns.name, pod_matrix, self.ns.last_endpoints,
+                             self.ns.cluster.config)
             self._crosschecks += 1
             self.timings["crosscheck_s"].append(time.perf_counter() - t2)
         return mismatches(self.expected, service_matrix(pod_matrix, apps))

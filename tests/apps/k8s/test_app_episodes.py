@@ -13,9 +13,12 @@ from apps.k8s import crosscheck
 from apps.k8s.app import K8sApp, K8sEpisode
 from apps.k8s.cluster.control_plane import Cluster
 from apps.k8s.cluster.rest import KubeRest, resource_path
+from apps.k8s.manifests import SERVICE_PORTS
 from apps.k8s.namespace import NAMESPACE_PREFIX
 from apps.k8s.queries import LEVEL_LABELS
-from evaluator.types import Query, Verdict
+from evaluator import evaluation
+from evaluator.testing import ScriptedClient
+from evaluator.types import INFRASTRUCTURE_CATEGORY, Query, Verdict
 from tests.apps.k8s.conftest import kubectl
 
 pytestmark = [pytest.mark.k8s, pytest.mark.root]
@@ -190,17 +193,54 @@ def test_probing_is_deterministic(episode: K8sEpisode) -> None:
 def test_cross_check_disagreement_is_an_infrastructure_failure(episode: K8sEpisode) -> None:
     """A measured matrix that the policies do not imply raises CrossCheckError with both."""
     assert episode.ns is not None
-    measured, _ = episode.ns.measure()
-    world = crosscheck.snapshot(episode.ns.rest, episode.ns.name)
-    assert crosscheck.compare(measured, world) > 100
+    ns = episode.ns
+    measured, _ = ns.measure()
+    result = crosscheck.check(ns.rest.api, ns.name, measured, ns.last_endpoints,
+                              ns.cluster.config)
+    assert result.agrees
+    assert sum(len(ports) for row in result.expected.values() for ports in row.values()) > 100
     src = next(iter(measured))
     dst = next(iter(measured[src]))
     key = next(iter(measured[src][dst]))
     measured[src][dst][key] = not measured[src][dst][key]
     with pytest.raises(crosscheck.CrossCheckError) as info:
-        crosscheck.compare(measured, world)
-    assert info.value.details["measured"] and info.value.details["policies_imply"]
-    assert len(info.value.details["only_measured"] + info.value.details["only_policies"]) == 1
+        crosscheck.check(ns.rest.api, ns.name, measured, ns.last_endpoints, ns.cluster.config)
+    details = info.value.details
+    assert details["expected"] and details["measured"]
+    assert [(d["src"], d["dst"], d["port"]) for d in details["disagreements"]] == [
+        (src, dst, key)]
+    assert "Expected allowed:" in str(info.value) and "Measured allowed:" in str(info.value)
+
+
+def test_a_foreign_dataplane_ends_the_run_as_an_infrastructure_failure(
+    app: K8sApp, cluster: Cluster
+) -> None:
+    """A firewall rule of someone else (here: the mangle table drops new connections to
+    redis-cart's port, which the enforcer's filter table cannot undo) makes the episode's
+    cross-check fail: the runner records an infrastructure failure (not scored, counted in the
+    report's ``infrastructure_failures``), never an agent failure."""
+    query = app.generate(1, 11, 1)[0]
+    rule = ["FORWARD", "-p", "tcp", "--dport", str(SERVICE_PORTS["redis-cart"]), "--syn",
+            "-j", "DROP"]
+    mangle = ["ip", "netns", "exec", cluster.config.netns, "iptables", "-w", "5", "-t", "mangle"]
+    subprocess.run([*mangle, "-I", *rule], check=True)
+    try:
+        with app.episode(query) as episode, pytest.raises(crosscheck.CrossCheckError) as info:
+            episode.reset()
+        cells = [(d["src"].rsplit("/", 1)[1].split("-")[0], d["dst"].rsplit("/", 1)[1],
+                  d["port"], d["expected"], d["measured"])
+                 for d in info.value.details["disagreements"]]
+        assert [c[2:] for c in cells] == [("TCP/6379", True, False)], cells
+        report = evaluation.evaluate_agent(ScriptedClient(["done"]), ["k8s"],
+                                           queries_per_app=1, seed=11, level=1)
+    finally:
+        subprocess.run([*mangle, "-D", *rule], check=True)
+    assert report["run"]["infrastructure_failures"] == 1
+    (episode_record,) = report["episodes"]
+    assert episode_record["failure"] == INFRASTRUCTURE_CATEGORY
+    error = episode_record["infrastructure"]["error"]
+    assert error.startswith("CrossCheckError: cross-check failed")
+    assert ":TCP/6379 (expected allowed, measured blocked)" in error
 
 
 @pytest.mark.slow
