@@ -49,6 +49,8 @@ COMPONENTS = (
     "etcd", "kube-apiserver", "kube-controller-manager", "node-agent", "netpol-enforcer"
 )
 """Daemons in start order; stopped in reverse order."""
+LEGACY_ENFORCER = "kube-router"
+"""The enforcer of earlier versions; stopped if a cluster it was started in is reused."""
 
 
 class ClusterError(RuntimeError):
@@ -162,6 +164,10 @@ class Cluster:
         The agent reconciles on start (re-adopts pod namespaces, reopens listeners).
         """
         deadline = time.monotonic() + timeout_s
+        # A cluster started by an earlier version ran kube-router as its enforcer: it must not
+        # keep writing the filter table next to ours.
+        processes.stop_daemon(LEGACY_ENFORCER, self.config.run_dir, self._marker)
+        netns.unlimit_icmp(self.config.netns)
         for name, keep_mounts, argv in (
             ("node-agent", True, self._agent_argv()),
             ("netpol-enforcer", False, self._enforcer_argv()),
@@ -185,7 +191,7 @@ class Cluster:
 
     def _down(self, timeout_s: float) -> None:
         cfg = self.config
-        for name in reversed(COMPONENTS):
+        for name in (*reversed(COMPONENTS), LEGACY_ENFORCER):
             processes.stop_daemon(name, cfg.run_dir, self._marker, timeout_s)
         for name in netns.list_netns(cfg.pod_netns_prefix):
             netns.delete_netns(name)

@@ -113,6 +113,31 @@ def create_cluster_netns(netns: str, host_veth: str, host_ip: str, node_ip: str,
     sysctl(netns, "net.ipv4.ip_forward", "1")
     sysctl(netns, "net.ipv4.conf.all.rp_filter", "0")
     sysctl(netns, "net.ipv4.conf.default.rp_filter", "0")
+    unlimit_icmp(netns)
+
+
+ICMP_UNLIMITED = (
+    ("net.ipv4.icmp_ratelimit", "0"),
+    ("net.ipv4.icmp_ratemask", "0"),
+    ("net.ipv4.icmp_msgs_per_sec", "1000000"),
+    ("net.ipv4.icmp_msgs_burst", "1000000"),
+)
+"""ICMP sysctls of the cluster namespace (ip-sysctl.rst, kernel documentation): by default the
+kernel sends at most one "port unreachable" per destination per second after a small burst
+(``icmp_ratelimit`` 1000 ms for the types of ``icmp_ratemask``) and 1000 per second in all
+(``icmp_msgs_per_sec``, burst 50). The enforcer REJECTs denied connections with exactly that
+message, so under the limits a blocked probe waits for its timeout instead of failing at once
+(same answer, measured 1 s instead of 50 ms for a 121-probe matrix)."""
+
+
+def unlimit_icmp(netns: str) -> None:
+    """Lift the ICMP rate limits of :data:`ICMP_UNLIMITED` in ``netns`` (idempotent; a key the
+    kernel lacks, e.g. the per-namespace ``icmp_msgs_*`` of older kernels, is left alone)."""
+    for key, value in ICMP_UNLIMITED:
+        try:
+            sysctl(netns, key, value)
+        except OSError:
+            continue
 
 
 def pod_link_name(uid: str) -> str:
