@@ -211,6 +211,24 @@ def _in_netns(netns: str, func: Callable[[], T]) -> T:
     return result[0]
 
 
+def join_netns(netns: str) -> None:
+    """Move the *calling thread* into network namespace ``netns`` for good (``setns``).
+
+    Only for threads that exist for that purpose (the prober's pool threads, which die with
+    their pool); any other thread should use :func:`socket_in_netns`.
+
+    Raises:
+        OSError: the namespace does not exist or setns fails.
+    """
+    fd = os.open(NETNS_DIR / netns, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns({netns}): {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
 def socket_in_netns(netns: str, family: int, kind: int) -> socket.socket:
     """Create a socket that lives in network namespace ``netns``.
 

@@ -116,3 +116,20 @@ def test_policy_generator_is_seeded_and_covers_former_divergences() -> None:
     pods = pod_manifests("w", random.Random(1))
     assert len(pods) == 6 and {p["metadata"]["namespace"] for p in pods} == {"w-a", "w-b"}
 
+
+
+def test_sync_and_control_plane_import_without_a_cycle() -> None:
+    """``sync`` (the dataplane barrier) must not import ``control_plane`` (which imports it):
+    in a fresh interpreter, importing ``sync`` leaves ``control_plane`` unloaded, and each
+    module imports first on its own."""
+    import subprocess
+    import sys
+
+    for first in ("sync", "control_plane", "enforcer", "crosscheck"):
+        code = (
+            f"import sys; import apps.k8s.cluster.{first}; "
+            "print('apps.k8s.cluster.control_plane' in sys.modules)"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, cwd=Path(__file__).resolve().parents[3]).stdout.strip()
+        assert out == ("True" if first == "control_plane" else "False"), (first, out)
