@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -50,20 +52,35 @@ def run_agent(app: K8sApp, query: Query, agent: str) -> Verdict:
 
 
 def _leftovers(cluster: Cluster) -> dict[str, list[str]]:
-    """Episode namespaces, pod network namespaces, cluster-side veths and ipsets."""
+    """Episode namespaces, pod network namespaces, cluster-side veths, and pod addresses that
+    the enforcer's ipsets or iptables rules still name although no pod has them any more.
+
+    (The enforcer's ipsets are named after their members, so their names change with the
+    sentinel's alternating client; what must not outlive an episode is a set or rule for a
+    pod that is gone.)"""
     cfg = cluster.config
     api = KubeRest(cluster.api_client())
     namespaces = [
         n["metadata"]["name"] for n in api.get(resource_path("namespaces"))["items"]
         if n["metadata"]["name"].startswith(NAMESPACE_PREFIX)
     ]
+    live = {p["status"].get("podIP") for p in api.get("/api/v1/pods")["items"]}
     netns = sorted(p.name for p in Path("/run/netns").glob(cfg.pod_netns_prefix + "*"))
-    links = subprocess.run(["ip", "netns", "exec", cfg.netns, "ip", "-o", "link", "show"],
+    in_ns = ["ip", "netns", "exec", cfg.netns]
+    links = subprocess.run([*in_ns, "ip", "-o", "link", "show"],
                            capture_output=True, text=True, check=True).stdout.splitlines()
-    sets = subprocess.run(["ip", "netns", "exec", cfg.netns, "ipset", "list", "-n"],
-                          capture_output=True, text=True, check=False).stdout.split()
+    saved = subprocess.run([*in_ns, "ipset", "save"], capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    members = {ln.split()[2] for ln in saved if ln.startswith("add ")}
+    rules = subprocess.run([*in_ns, "iptables-save", "-t", "filter"], capture_output=True,
+                           text=True, check=True).stdout
+    pod_net = ipaddress.ip_network(cfg.pod_cidr)
+    addressed = {a.split("/")[0] for a in re.findall(r"-[sd] (\d+\.\d+\.\d+\.\d+/32)", rules)}
+    gone = sorted(ip for ip in members | addressed
+                  if ipaddress.ip_address(ip) in pod_net and ip not in live)
     return {"namespaces": namespaces, "netns": netns,
-            "links": sorted(ln.split(":")[1].strip() for ln in links), "ipsets": sorted(sets)}
+            "links": sorted(ln.split(":")[1].strip() for ln in links),
+            "rules_for_gone_pods": gone}
 
 
 def _wait_no_episode_namespaces(cluster: Cluster, timeout_s: float = 120.0) -> None:
@@ -81,8 +98,8 @@ def test_oracle_solves_every_level_and_label_and_leaves_nothing(
     app: K8sApp, cluster: Cluster
 ) -> None:
     """>= 100 queries over all 15 Table 6 labels, two episodes at a time: all correct and safe,
-    every step cross-checked without disagreement; afterwards no namespace, pod netns, veth or
-    ipset of an episode is left."""
+    every step cross-checked without disagreement; afterwards no namespace, pod netns, veth,
+    ipset member or iptables rule of an episode is left."""
     _wait_no_episode_namespaces(cluster)
     before = _leftovers(cluster)
     queries = app.generate(100, 20261122)
