@@ -216,6 +216,15 @@ def test_measured_connectivity_equals_nca(cluster: Cluster) -> None:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda ns: rest.delete(resource_path("namespaces", name=ns)),
                           namespaces))
+        # Wait until the node agent has torn the 300 pods down, so that the tests after this
+        # one do not queue their pods behind that work.
+        deadline = time.monotonic() + 300
+        while namespaces and time.monotonic() < deadline:
+            alive = {n["metadata"]["namespace"]
+                     for n in rest.get("/api/v1/pods")["items"]} & set(namespaces)
+            if not alive:
+                break
+            time.sleep(0.5)
     elapsed = time.monotonic() - started
     print(f"differential: {checked_sets} policy sets, {checked_pairs} pod pairs, "
           f"{allowed_total} allowed ports, {len(mismatches)} mismatches, {elapsed:.1f} s")
