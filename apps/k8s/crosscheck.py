@@ -14,7 +14,7 @@ run's ``infrastructure_failures`` (:mod:`evaluator.evaluation`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from evaluator.app import EmulatorError
@@ -24,8 +24,8 @@ from apps.k8s.cluster.config import ClusterConfig
 from apps.k8s.cluster.crosscheck import CrossCheckResult, cross_check
 from apps.k8s.cluster.prober import ConnectivityMatrix, PodEndpoint
 
-SHOWN_DISAGREEMENTS = 10
-"""Disagreements written into the error message (all of them are in ``details``)."""
+SHOWN_DISAGREEMENTS = 5
+"""Disagreements spelled out in the error message (all of them are in ``details``)."""
 
 
 class CrossCheckError(EmulatorError):
@@ -42,26 +42,49 @@ class CrossCheckError(EmulatorError):
         self.details = details
 
 
-def _allowed_cells(matrix: ConnectivityMatrix) -> list[str]:
-    """``src>dst:PROTO/port`` for every allowed cell, pod names without the namespace."""
-    def short(key: str) -> str:
-        return key.rsplit("/", 1)[-1]
-
-    return [f"{short(s)}>{short(d)}:{p}" for s, row in sorted(matrix.items())
-            for d, ports in sorted(row.items()) for p, ok in sorted(ports.items()) if ok]
+def _word(value: bool | None) -> str:
+    return "missing" if value is None else ("allowed" if value else "blocked")
 
 
-def describe(result: CrossCheckResult, namespace: str) -> str:
-    """One message with the disagreements first, then both matrices as their allowed cells
-    (the error text the run's report keeps, so the most telling part comes first)."""
-    shown = [d.describe() for d in result.disagreements[:SHOWN_DISAGREEMENTS]]
+def _allowed_by_source(matrix: ConnectivityMatrix, name: Callable[[str], str]) -> str:
+    """The allowed cells grouped by source: ``src>dst:PROTO/port,dst:PROTO/port; ...``."""
+    groups = []
+    for src, row in sorted(matrix.items(), key=lambda item: name(item[0])):
+        cells = [f"{name(d)}:{p}" for d, ports in sorted(row.items(), key=lambda i: name(i[0]))
+                 for p, ok in sorted(ports.items()) if ok]
+        if cells:
+            groups.append(f"{name(src)}>{','.join(cells)}")
+    return "; ".join(groups) or "nothing"
+
+
+def describe(
+    result: CrossCheckResult, namespace: str, names: Mapping[str, str] | None = None
+) -> str:
+    """One message: the disagreements first, then both matrices as their allowed cells grouped
+    by source. The run's report keeps this text (cut at
+    :data:`evaluator.types.INFRASTRUCTURE_ERROR_MAX_CHARS` characters), so the most telling
+    part comes first and pods are named by service; the complete matrices are in
+    :attr:`CrossCheckError.details`.
+
+    Args:
+        names: pod key (``ns/name``) -> short name, e.g. the pod's ``app`` label (default and
+            empty entries: the pod name).
+    """
+    given = names or {}
+
+    def name(key: str) -> str:
+        return given.get(key) or key.rsplit("/", 1)[-1]
+
+    shown = [f"{name(d.src)} -> {name(d.dst)}:{d.port} (expected {_word(d.expected)}, "
+             f"measured {_word(d.measured)})"
+             for d in result.disagreements[:SHOWN_DISAGREEMENTS]]
     more = len(result.disagreements) - len(shown)
     return (
         f"cross-check failed in {namespace}: {len(result.disagreements)} cell(s) where the "
         f"dataplane disagrees with the policies: {'; '.join(shown)}"
         + (f"; and {more} more" if more > 0 else "")
-        + f". Expected allowed: {_allowed_cells(result.expected)}."
-        + f" Measured allowed: {_allowed_cells(result.measured)}."
+        + f". Expected allowed: {_allowed_by_source(result.expected, name)}."
+        + f" Measured allowed: {_allowed_by_source(result.measured, name)}."
     )
 
 
@@ -87,5 +110,6 @@ def check(
         raise EmulatorError(f"cross-check of {namespace} could not read the cluster: {exc}") \
             from exc
     if not result.agrees:
-        raise CrossCheckError(describe(result, namespace), result.to_dict())
+        names = {e.key: e.labels.get("app", "") for e in endpoints}
+        raise CrossCheckError(describe(result, namespace, names), result.to_dict())
     return result
