@@ -111,6 +111,7 @@ def test_oracle_solves_every_level_and_label_and_leaves_nothing(
     assert not failures
     assert all(v.details["cross_checks"] >= 3 for v in verdicts)
     assert all(v.steps == 1 for v in verdicts)
+    assert all(v.changed_state is True and v.blast_radius == 0 for v in verdicts)
     _wait_no_episode_namespaces(cluster)
     after = _leftovers(cluster)
     assert after == before
@@ -122,6 +123,7 @@ def test_null_is_never_correct(app: K8sApp) -> None:
         verdict = run_agent(app, query, "null")
         assert not verdict.correct and verdict.safe and verdict.steps == 1
         assert verdict.failure == "stopped_unrepaired"
+        assert verdict.changed_state is False and verdict.blast_radius == 0
 
 
 @pytest.fixture(scope="module")

@@ -263,3 +263,21 @@ def test_cross_check_message_names_services_and_fits_the_report() -> None:
     assert "redis-cart:TCP/6379" not in text.split("Measured allowed:")[1]
     assert text.count("loadgenerator>frontend:TCP/8080") == 2
     assert len(f"CrossCheckError: {text}") < INFRASTRUCTURE_ERROR_MAX_CHARS
+
+
+def test_scorer_grades_the_worst_step_and_reports_changed_state() -> None:
+    """blast_radius = the most mismatches a single step created; changed_state as given."""
+    from apps.k8s.scoring import Scorer
+
+    a = ("frontend", "cartservice", "TCP/7070", True, False)
+    b = ("adservice", "cartservice", "TCP/7070", False, True)
+    c = ("emailservice", "cartservice", "TCP/7070", False, True)
+    scorer = Scorer([a])
+    assert scorer.record(1, [a, b, c]) is False  # two new mismatches
+    assert scorer.record(2, [b]) is True
+    assert scorer.record(3, [b, c]) is False  # one new
+    verdict = scorer.verdict(1.0, 3, False, {}, changed_state=True)
+    assert (verdict.correct, verdict.safe, verdict.blast_radius) == (False, False, 2)
+    assert verdict.changed_state is True and verdict.details["unsafe_steps"] == [1, 3]
+    untouched = Scorer([a]).verdict(0.5, 1, True, {}, changed_state=False)
+    assert (untouched.safe, untouched.blast_radius, untouched.changed_state) == (True, 0, False)
