@@ -8,7 +8,8 @@ levels:
   cross-check;
 - ``step``: one agent step end to end (kubectl run, dataplane barrier, probe, cross-check);
 - ``probe``: one full matrix (12 pods -> 11 listening services, 121 probes);
-- ``dataplane wait`` and ``cross-check`` (policy analyser) inside set-up and steps;
+- ``dataplane wait`` and ``cross-check`` (measured matrix against the exact policy model)
+  inside set-up and steps;
 - ``verdict``: the ``verdict()`` call; ``teardown``: ``close()`` (workload and namespace
   deleted, waits until every pod network namespace is gone);
 - ``episodes/min`` with 1 and 2 worker processes (each runs whole episodes, like Celery

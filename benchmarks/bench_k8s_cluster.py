@@ -3,7 +3,7 @@
 Stages:
 
 - ``start``: ``Cluster.up()`` from nothing (certificates, etcd, kube-apiserver ready,
-  controller-manager, node agent Ready, kube-router enforcing the sentinel policy); ``down``
+  controller-manager, node agent Ready, the enforcer enforcing the sentinel policy); ``down``
   likewise. Memory: resident set of every component right after start and after the workload.
 - ``policy change``: a 12-pod Online-Boutique-shaped namespace; each change flips a deny-all
   ingress policy on or off. Reported: the barrier (``wait_dataplane``) after the write, and the

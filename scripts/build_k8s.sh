@@ -2,17 +2,18 @@
 # Provide the pinned binaries of the embedded Kubernetes cluster (docs/k8s-cluster.md):
 #   kube-apiserver, kube-controller-manager  (k8s.io/kubernetes $K8S_VERSION)
 #   etcd                                      (go.etcd.io/etcd/server/v3 $ETCD_VERSION)
-#   kube-router                               (github.com/cloudnativelabs/kube-router/v2 $KUBE_ROUTER_VERSION)
 #
 # Order of preference for every binary:
 #   1. already in the cache directory (NETARENA_K8S_BIN) with the pinned version -> kept;
 #   2. already on PATH -> linked into the cache directory;
 #   3. NETARENA_K8S_DOWNLOAD=1 -> official release binaries (dl.k8s.io, GitHub releases; needs
 #      internet, checksums verified for the Kubernetes binaries);
-#   4. otherwise built from source through the Go module proxy (GOPROXY), with wrapper modules
+#   4. otherwise built from source through the Go module proxy (the first entry of
+#      `go env GOPROXY`, i.e. what go itself uses), with wrapper modules
 #      generated from the exact upstream go.mod.
 #
-# Usage: scripts/build_k8s.sh [etcd] [kube-router] [kubernetes]   (default: all three)
+# Usage: scripts/build_k8s.sh [etcd] [kubernetes]   (default: both)
+# NetworkPolicy enforcement is ours (apps/k8s/cluster/enforcer.py): nothing to build for it.
 # Env:   NETARENA_K8S_BIN   cache dir (default /var/cache/netarena/k8s/$K8S_VERSION/bin)
 #        NETARENA_GO_CACHE  Go module and build caches (default /var/cache/netarena/go)
 #        NETARENA_K8S_DOWNLOAD=1  download official release binaries instead of building
@@ -22,21 +23,17 @@
 # Version choice: the module proxy reachable from our machines does not serve every v1.32.x
 # staging module (k8s.io/kube-controller-manager, kube-scheduler, csi-translation-lib, cri-client
 # are missing at v0.32.x), so we pin v1.33.13, which kubectl v1.32 supports (version skew +-1).
-# kube-router v2.10.0 is the newest v2 release the proxy serves; etcd v3.5.21 is the version
+# etcd v3.5.21 is the version
 # k8s v1.33 itself is tested against (k8s.io/kubernetes go.mod).
 set -euo pipefail
 
 K8S_VERSION="${NETARENA_K8S_VERSION:-v1.33.13}"
 ETCD_VERSION="v3.5.21"
-KUBE_ROUTER_VERSION="v2.10.0"
-NETLINK_VERSION="v1.3.1"
 
 BIN_DIR="${NETARENA_K8S_BIN:-/var/cache/netarena/k8s/${K8S_VERSION}/bin}"
 GO_CACHE_ROOT="${NETARENA_GO_CACHE:-/var/cache/netarena/go}"
 WORK_ROOT="${GO_CACHE_ROOT}/wrappers"
 GO_BUILD_P="${GO_BUILD_P:-2}"
-PROXY="${GOPROXY:-https://proxy.golang.org}"
-PROXY="${PROXY%%,*}"
 
 if [[ -z "${GO:-}" ]]; then
     if command -v go >/dev/null 2>&1; then GO="$(command -v go)"; else GO=/usr/local/go/bin/go; fi
@@ -47,6 +44,20 @@ export GOCACHE="${GO_CACHE_ROOT}/build"
 export GOTOOLCHAIN=local       # never fetch another toolchain behind the user's back
 export CGO_ENABLED=0           # static binaries, no C toolchain needed
 export GOFLAGS="-mod=mod -buildvcs=false"
+
+# The module proxy is whatever the Go toolchain uses (`go env GOPROXY`: the GOPROXY environment
+# variable, go's own env file or its built-in default); its first entry also serves the .mod and
+# .info files read below with curl. Resolved lazily, so a cached run needs no go at all.
+PROXY=""
+module_proxy() {
+    [[ -n "$PROXY" ]] && return 0
+    local list
+    list="$("$GO" env GOPROXY)" || { log "cannot run '$GO env GOPROXY'"; exit 1; }
+    PROXY="${list%%[,|]*}"
+    case "$PROXY" in
+        "" | direct | off) log "GOPROXY='$list' names no module proxy; set GOPROXY"; exit 1 ;;
+    esac
+}
 
 log() { printf '[build_k8s %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
@@ -74,6 +85,7 @@ have_binary() {
 }
 
 release_time() {  # the upstream tag time from the proxy, used as a reproducible build date
+    module_proxy
     curl -fsS "$PROXY/$1/@v/$2.info" | sed -n 's/.*"Time": *"\([^"]*\)".*/\1/p'
 }
 
@@ -100,6 +112,7 @@ build_kubernetes() {
         return 0
     fi
 
+    module_proxy
     local dir="$WORK_ROOT/kubernetes-$K8S_VERSION"
     rm -rf "$dir" && mkdir -p "$dir"
     log "fetching k8s.io/kubernetes@$K8S_VERSION go.mod from $PROXY"
@@ -156,6 +169,7 @@ build_etcd() {
         rm -rf "$tmp"
         return 0
     fi
+    module_proxy
     local dir="$WORK_ROOT/etcd-$ETCD_VERSION"
     rm -rf "$dir" && mkdir -p "$dir"
     {
@@ -172,49 +186,13 @@ build_etcd() {
     cp "$dir/go.sum" "$BIN_DIR/etcd.go.sum"
 }
 
-build_kube_router() {
-    if have_binary kube-router "$KUBE_ROUTER_VERSION" --version; then return 0; fi
-    if [[ "${NETARENA_K8S_DOWNLOAD:-0}" == 1 ]]; then
-        local tmp v="${KUBE_ROUTER_VERSION#v}"
-        tmp="$(mktemp -d)"
-        download "https://github.com/cloudnativelabs/kube-router/releases/download/${KUBE_ROUTER_VERSION}/kube-router_${v}_linux_amd64.tar.gz" \
-            "$tmp/kr.tgz"
-        tar -xzf "$tmp/kr.tgz" -C "$tmp"
-        install -m 0755 "$tmp/kube-router" "$BIN_DIR/kube-router"
-        rm -rf "$tmp"
-        return 0
-    fi
-    local dir="$WORK_ROOT/kube-router-$KUBE_ROUTER_VERSION" mod=github.com/cloudnativelabs/kube-router/v2
-    rm -rf "$dir" && mkdir -p "$dir"
-    {
-        echo "module netarena.local/kube-router-build"
-        echo
-        curl -fsS "$PROXY/$mod/@v/$KUBE_ROUTER_VERSION.mod" | grep -E '^go [0-9]' || echo "go 1.26"
-        echo
-        echo "require $mod $KUBE_ROUTER_VERSION"
-        echo
-        # kube-router v2.10.0 requires a netlink pseudo-version the proxy does not serve; the
-        # v1.3.1 release has every API it uses (checked: it compiles and passes our tests).
-        echo "replace github.com/vishvananda/netlink => github.com/vishvananda/netlink $NETLINK_VERSION"
-    } >"$dir/go.mod"
-    local date ldflags
-    date="$(release_time "$mod" "$KUBE_ROUTER_VERSION")"
-    ldflags="-s -w -X $mod/pkg/version.Version=$KUBE_ROUTER_VERSION -X $mod/pkg/version.BuildDate=$date"
-    log "building kube-router $KUBE_ROUTER_VERSION"
-    (cd "$dir" && "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "$ldflags" \
-        -o "$BIN_DIR/kube-router" "$mod/cmd/kube-router")
-    cp "$dir/go.mod" "$BIN_DIR/kube-router.go.mod"
-    cp "$dir/go.sum" "$BIN_DIR/kube-router.go.sum"
-}
-
 main() {
     local parts=("$@") part start=$SECONDS
-    [[ ${#parts[@]} -eq 0 ]] && parts=(etcd kube-router kubernetes)
+    [[ ${#parts[@]} -eq 0 ]] && parts=(etcd kubernetes)
     log "go: $("$GO" version); bin dir: $BIN_DIR; caches: $GO_CACHE_ROOT"
     for part in "${parts[@]}"; do
         case "$part" in
             etcd) build_etcd ;;
-            kube-router) build_kube_router ;;
             kubernetes) build_kubernetes ;;
             *) log "unknown component: $part"; exit 2 ;;
         esac

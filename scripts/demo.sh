@@ -3,13 +3,15 @@
 # worker and the reference agents, run a real evaluation round, and leave the site on :8000.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+# WITH_K8S=1: the Kubernetes binaries of the k8s app (a no-op once built; WITH_K8S=0 skips them).
+WITH_K8S=${WITH_K8S:-1} scripts/setup.sh
 RUN=$PWD/var/run; mkdir -p "$RUN"
 export CELERY_BROKER_URL
 CELERY_BROKER_URL=$(scripts/services.sh start redis)
 export CELERY_RESULT_BACKEND=$CELERY_BROKER_URL
 export NETARENA_ORACLE_VAULT_DIR=$PWD/var/vault
-export NETARENA_DEMO_APPS=${NETARENA_DEMO_APPS:-malt,route}
+# Every registered app unless NETARENA_DEMO_APPS names some (the registry is the only list).
+export NETARENA_DEMO_APPS=${NETARENA_DEMO_APPS:-$(.venv/bin/python -c 'from evaluator.registry import app_ids; print(",".join(app_ids()))')}
 export NETARENA_DEMO_QUERIES=${NETARENA_DEMO_QUERIES:-12}
 PY=.venv/bin/python
 

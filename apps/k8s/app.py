@@ -5,10 +5,10 @@ operand (:mod:`apps.k8s.queries`). Each episode gets its own namespace on the sh
 cluster, created healthy (checked: measured matrix == intended), then the faulted policies are
 written and the faults checked to be visible. The agent works with the real ``kubectl`` and
 namespace-scoped credentials (:mod:`apps.k8s.kubectl`); after every step the connectivity is
-measured from inside the pods and cross-checked against the policies
+measured from inside the pods and cross-checked against the exact policy model
 (:mod:`apps.k8s.crosscheck`: a disagreement raises :class:`CrossCheckError`, an infrastructure
-failure). Scoring: :mod:`apps.k8s.scoring`. Teardown deletes the namespace and waits until it
-is gone (pods, their network namespaces and veths with it).
+failure carrying both matrices). Scoring: :mod:`apps.k8s.scoring`. Teardown deletes the
+namespace and waits until it is gone (pods, their network namespaces and veths with it).
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ class K8sEpisode(Episode):
         self._scorer: Scorer | None = None
         self._fingerprint: tuple[tuple[str, str], ...] = ()
         self._reset_done = False
+        self._changed_any = False
         self._ended = False
         self._stopped = False
         self._steps = 0
@@ -103,8 +104,8 @@ class K8sEpisode(Episode):
             self.timings["wait_s"].append(t1 - t0)
         self.timings["probe_s"].append(t2 - t1)
         if check and self.cross_check:
-            world = crosscheck.snapshot(self.ns.rest, self.ns.name)
-            crosscheck.compare(pod_matrix, world)
+            crosscheck.check(self.ns.rest.api, self.ns.name, pod_matrix, self.ns.last_endpoints,
+                             self.ns.cluster.config)
             self._crosschecks += 1
             self.timings["crosscheck_s"].append(time.perf_counter() - t2)
         return mismatches(self.expected, service_matrix(pod_matrix, apps))
@@ -152,6 +153,7 @@ class K8sEpisode(Episode):
         self._reset_done = True
         self._ended = self._stopped = False
         self._steps = self._refused = self._unparseable = 0
+        self._changed_any = False
         self.timings["setup_s"].append(time.perf_counter() - started)
         self._started = self._last_step_end = time.perf_counter()
         return (
@@ -216,6 +218,7 @@ class K8sEpisode(Episode):
         fingerprint = self.ns.fingerprint()
         changed = fingerprint != self._fingerprint
         self._fingerprint = fingerprint
+        self._changed_any = self._changed_any or changed
         return self._finish(n, text, info, t0, changed=changed)
 
     def _finish(self, n: int, text: str, info: JSON, t0: float, *, changed: bool) -> StepResult:
@@ -247,8 +250,14 @@ class K8sEpisode(Episode):
             "setup_s": round(self.timings["setup_s"][-1], 4) if self.timings["setup_s"] else None,
         }
         return self._scorer.verdict(
-            max(0.0, self._last_step_end - self._started), self._steps, self._stopped, details
+            max(0.0, self._last_step_end - self._started), self._steps, self._stopped, details,
+            changed_state=self._changed_any,
         )
+
+    def instance_names(self) -> dict[str, str]:
+        """``{"namespace": name}`` of the live episode (the first observation shows it and
+        replies may quote it, e.g. ``-n k8s-ep-…``); empty before :meth:`reset`."""
+        return {"namespace": self.ns.name} if self.ns is not None else {}
 
     def close(self) -> None:
         """Delete the namespace (waiting until it is gone) and the private HOME. Idempotent.

@@ -1,34 +1,40 @@
-"""The judge's cross-check: the matrix the namespace's policies imply, from an independent
-analyser, compared with the measured one after every step (issue 12 item 2).
+"""The judge's cross-check for ``k8s`` episodes (issue 12 item 2).
 
-Until the enforcement work publishes its own cross-check function, this module asks
-network-config-analyzer (nca 2.1.0, :mod:`apps.k8s.cluster.nca_oracle`) directly; the one
-function :func:`policy_matrix` is the seam to re-point.
-
-A disagreement is never the agent's fault: it means the dataplane enforces differently from
-the policies (a cluster bug or a divergence, docs/k8s-cluster.md) and ends the episode as an
-infrastructure failure (:class:`CrossCheckError`).
+After set-up and after every step that changed pods or policies, the episode compares the
+matrix it measured by probing with the matrix the exact NetworkPolicy model implies for the
+same pods (:func:`apps.k8s.cluster.crosscheck.cross_check`, over
+:class:`apps.k8s.cluster.policy_model.PolicyModel` — the model the cluster's enforcer is
+compiled from). A disagreement means the dataplane does not enforce the policies the API
+server holds (an enforcer bug, a foreign firewall rule, or an existing cluster whose CNI
+enforces differently): the episode ends as an infrastructure failure
+(:class:`CrossCheckError`, an :class:`~evaluator.app.EmulatorError`) carrying both matrices —
+never as the agent's fault. The runner retries such an episode and then records it under the
+run's ``infrastructure_failures`` (:mod:`evaluator.evaluation`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from evaluator.app import EmulatorError
+from kubernetes import client
 
-from apps.k8s.cluster.nca_oracle import nca_allowed_ports
-from apps.k8s.cluster.rest import KubeRest, resource_path
+from apps.k8s.cluster.config import ClusterConfig
+from apps.k8s.cluster.crosscheck import CrossCheckResult, cross_check
+from apps.k8s.cluster.prober import ConnectivityMatrix, PodEndpoint
 
-PodMatrix = dict[str, dict[str, list[str]]]
-"""``{"ns/src": {"ns/dst": ["TCP/80", ...allowed...]}}``."""
+SHOWN_DISAGREEMENTS = 5
+"""Disagreements spelled out in the error message (all of them are in ``details``)."""
 
 
 class CrossCheckError(EmulatorError):
     """Measured connectivity differs from what the policies imply (infrastructure failure).
 
     Attributes:
-        details: ``{"measured": PodMatrix, "policies_imply": PodMatrix, "only_measured":
-            [...], "only_policies": [...]}`` (pod keys ``ns/name``).
+        details: :meth:`CrossCheckResult.to_dict` — ``{"agrees": False, "expected":
+            matrix, "measured": matrix, "disagreements": [{"src", "dst", "port", "expected",
+            "measured"}, ...]}`` with matrices ``{"ns/src": {"ns/dst": {"TCP/80": bool}}}``.
     """
 
     def __init__(self, message: str, details: dict[str, Any]) -> None:
@@ -36,91 +42,74 @@ class CrossCheckError(EmulatorError):
         self.details = details
 
 
-def snapshot(rest: KubeRest, namespace: str) -> dict[str, Any]:
-    """The namespace as stored by the API server, in the analyser's input shape."""
-    ns_obj = rest.get(resource_path("namespaces", name=namespace))
-    pods = []
-    for pod in rest.get(resource_path("pods", namespace))["items"]:
-        status = pod.get("status") or {}
-        if status.get("phase") != "Running" or not status.get("podIP"):
-            continue
-        if pod["metadata"].get("deletionTimestamp"):
-            continue
-        pods.append({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {k: pod["metadata"][k] for k in ("name", "namespace", "labels")
-                         if k in pod["metadata"]},
-            "spec": {"containers": pod["spec"]["containers"]},
-            "status": {k: status[k] for k in ("podIP", "hostIP", "phase") if k in status},
-        })
-    policies = [
-        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-         "metadata": {"name": pol["metadata"]["name"], "namespace": namespace},
-         "spec": pol["spec"]}
-        for pol in rest.get(resource_path("networkpolicies", namespace))["items"]
-    ]
-    return {
-        "id": namespace,
-        "pods": {"apiVersion": "v1", "kind": "PodList", "items": pods},
-        "namespaces": {"apiVersion": "v1", "kind": "NamespaceList", "items": [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {
-                "name": namespace, "labels": ns_obj["metadata"].get("labels", {})}}]},
-        "policies": {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicyList",
-                     "items": policies},
-    }  # fmt: skip
+def _word(value: bool | None) -> str:
+    return "missing" if value is None else ("allowed" if value else "blocked")
 
 
-def policy_matrix(world: dict[str, Any]) -> PodMatrix:
-    """Allowed probed ports per ordered pod pair that the policies of ``world`` imply.
+def _allowed_by_source(matrix: ConnectivityMatrix, name: Callable[[str], str]) -> str:
+    """The allowed cells grouped by source: ``src>dst:PROTO/port,dst:PROTO/port; ...``."""
+    groups = []
+    for src, row in sorted(matrix.items(), key=lambda item: name(item[0])):
+        cells = [f"{name(d)}:{p}" for d, ports in sorted(row.items(), key=lambda i: name(i[0]))
+                 for p, ok in sorted(ports.items()) if ok]
+        if cells:
+            groups.append(f"{name(src)}>{','.join(cells)}")
+    return "; ".join(groups) or "nothing"
 
-    Raises:
-        EmulatorError: the analyser failed.
+
+def describe(
+    result: CrossCheckResult, namespace: str, names: Mapping[str, str] | None = None
+) -> str:
+    """One message: the disagreements first, then both matrices as their allowed cells grouped
+    by source. The run's report keeps this text (cut at
+    :data:`evaluator.types.INFRASTRUCTURE_ERROR_MAX_CHARS` characters), so the most telling
+    part comes first and pods are named by service; the complete matrices are in
+    :attr:`CrossCheckError.details`.
+
+    Args:
+        names: pod key (``ns/name``) -> short name, e.g. the pod's ``app`` label (default and
+            empty entries: the pod name).
     """
-    try:
-        result = nca_allowed_ports([world])
-    except Exception as exc:  # noqa: BLE001 - any analyser failure is an infrastructure one
-        raise EmulatorError(f"policy analyser failed: {exc}") from exc
-    return result[world["id"]]
+    given = names or {}
+
+    def name(key: str) -> str:
+        return given.get(key) or key.rsplit("/", 1)[-1]
+
+    shown = [f"{name(d.src)} -> {name(d.dst)}:{d.port} (expected {_word(d.expected)}, "
+             f"measured {_word(d.measured)})"
+             for d in result.disagreements[:SHOWN_DISAGREEMENTS]]
+    more = len(result.disagreements) - len(shown)
+    return (
+        f"cross-check failed in {namespace}: {len(result.disagreements)} cell(s) where the "
+        f"dataplane disagrees with the policies: {'; '.join(shown)}"
+        + (f"; and {more} more" if more > 0 else "")
+        + f". Expected allowed: {_allowed_by_source(result.expected, name)}."
+        + f" Measured allowed: {_allowed_by_source(result.measured, name)}."
+    )
 
 
-def compare(measured: dict[str, dict[str, dict[str, bool]]], world: dict[str, Any]) -> int:
-    """Cross-check ``measured`` (the prober's matrix) against the policies of ``world``.
+def check(
+    api: client.ApiClient,
+    namespace: str,
+    measured: ConnectivityMatrix,
+    endpoints: Sequence[PodEndpoint],
+    config: ClusterConfig | None = None,
+) -> CrossCheckResult:
+    """Cross-check ``measured`` (probed among ``endpoints``) against the exact model.
 
     Returns:
-        Number of ordered pod pairs compared.
+        The agreeing :class:`CrossCheckResult`.
 
     Raises:
-        CrossCheckError: the two disagree on some pod pair and port (both matrices attached).
+        CrossCheckError: some cell disagrees (both matrices in ``details``).
+        EmulatorError: the API server could not be read.
     """
-    implied = policy_matrix(world)
-    measured_allowed: PodMatrix = {
-        src: {dst: sorted(k for k, ok in ports.items() if ok) for dst, ports in row.items()}
-        for src, row in measured.items()
-    }
-    only_measured, only_policies = [], []
-    pairs = 0
-    for src, row in measured.items():
-        for dst, ports in row.items():
-            pairs += 1
-            want = set(implied.get(src, {}).get(dst, []))
-            for key, ok in sorted(ports.items()):
-                if ok and key not in want:
-                    only_measured.append(f"{src} -> {dst}:{key}")
-                if not ok and key in want:
-                    only_policies.append(f"{src} -> {dst}:{key}")
-    if only_measured or only_policies:
-        details = {
-            "measured": measured_allowed,
-            "policies_imply": implied,
-            "only_measured": only_measured,
-            "only_policies": only_policies,
-        }
-        raise CrossCheckError(
-            f"cross-check failed in {world['id']}: the dataplane allows "
-            f"{len(only_measured)} connection(s) the policies deny and blocks "
-            f"{len(only_policies)} they allow; first: "
-            f"{(only_measured + only_policies)[:5]}; measured={measured_allowed}; "
-            f"policies imply={implied}",
-            details,
-        )
-    return pairs
+    try:
+        result = cross_check(api, namespace, measured, endpoints=endpoints, config=config)
+    except Exception as exc:  # noqa: BLE001 - any failure to read the cluster is infrastructure
+        raise EmulatorError(f"cross-check of {namespace} could not read the cluster: {exc}") \
+            from exc
+    if not result.agrees:
+        names = {e.key: e.labels.get("app", "") for e in endpoints}
+        raise CrossCheckError(describe(result, namespace, names), result.to_dict())
+    return result

@@ -23,7 +23,7 @@ from apps.k8s.cluster.config import ClusterConfig, MissingBinaryError
 from apps.k8s.cluster.control_plane import Cluster, ClusterError
 from apps.k8s.cluster.kubeconfig import mint_namespace_kubeconfig
 from apps.k8s.cluster.netns import NETNS_DIR
-from apps.k8s.cluster.prober import list_pod_endpoints, measure_matrix
+from apps.k8s.cluster.prober import PodEndpoint, list_pod_endpoints, measure_matrix
 from apps.k8s.cluster.rest import KubeRest, resource_path
 
 NAMESPACE_PREFIX = "k8s-ep-"
@@ -93,6 +93,7 @@ class EpisodeNamespace:
         self.rest = KubeRest(cluster.api_client())
         self.kubeconfig: Path | None = None
         self.created = False
+        self.last_endpoints: list[PodEndpoint] = []
 
     def create(self, policies: dict[str, manifests.Obj]) -> None:
         """Create the namespace with the workload and ``policies``, mint the agent's
@@ -155,9 +156,11 @@ class EpisodeNamespace:
 
         Returns:
             (pod matrix ``{"ns/src": {"ns/dst": {"TCP/port": bool}}}``,
-            pod key -> ``app`` label).
+            pod key -> ``app`` label). The probed pods stay in :attr:`last_endpoints` (the
+            cross-check compares over exactly those).
         """
         pods = list_pod_endpoints(self.rest.api, [self.name], self.cluster.config)
+        self.last_endpoints = pods
         apps = {p.key: p.labels.get(manifests.APP_LABEL, "") for p in pods}
         return measure_matrix(pods, timeout_s=PROBE_TIMEOUT_S), apps
 

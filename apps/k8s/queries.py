@@ -20,7 +20,8 @@ allow-list), which the report does not name -- the agent has to read both ends.
 Levels and labels follow the paper's Table 6: level 1 the five singles, level 2 RI+AI, RI+CP,
 RI+CPR, AI+CP, AI+CPR, CP+CPR, level 3 CP+AE, CPR+AE, RI+AE, AI+AE. The two faults of a
 combination edit two different policies ("two separate YAML files", App. D.2). Every fault
-must change the expected matrix on its own (checked with :mod:`apps.k8s.policy_model`);
+must change the expected matrix on its own (checked with the project's one NetworkPolicy
+model, :mod:`apps.k8s.cluster.policy_model`);
 otherwise its operands are drawn again. Same seed, same query.
 """
 
@@ -33,8 +34,8 @@ from evaluator.sampling import labels_at
 from evaluator.types import Query
 
 from apps.k8s import manifests, prompt
+from apps.k8s.cluster.policy_model import Pod, PolicyModel, in_namespace
 from apps.k8s.manifests import APP_LABEL, CALLS, SERVICE_PORTS, SERVICES, Obj
-from apps.k8s.policy_model import Pod, allowed
 
 #: Level -> fault-label combinations (paper Table 6).
 LEVEL_LABELS: dict[int, list[tuple[str, ...]]] = {
@@ -70,8 +71,13 @@ def level_of(labels: tuple[str, ...]) -> int:
     raise KeyError(labels)
 
 
+MODEL_NAMESPACE = "model"
+"""Namespace of the generation-time model (the episode's real namespace is not known yet)."""
+
+
 def model_pods() -> dict[str, Pod]:
-    """One model pod per service, with the labels and ports of :mod:`apps.k8s.manifests`."""
+    """One model pod per service, with the labels and ports of :mod:`apps.k8s.manifests`,
+    in :data:`MODEL_NAMESPACE` (no IP: the model needs none for pod-to-pod decisions)."""
     pods = {}
     for service in SERVICES:
         dep = manifests.deployment(service)
@@ -81,18 +87,20 @@ def model_pods() -> dict[str, Pod]:
             for c in tmpl["spec"]["containers"]
             for p in c.get("ports") or []
         )
-        pods[service] = Pod(service, dict(tmpl["metadata"]["labels"]), ports)
+        pods[service] = Pod(MODEL_NAMESPACE, service, "", dict(tmpl["metadata"]["labels"]), ports)
     return pods
 
 
 def model_matrix(policies: dict[str, Obj]) -> set[tuple[str, str, str]]:
     """Allowed ``(src, dst, "TCP/port")`` of the probe plan under ``policies`` (model)."""
     pods = model_pods()
+    model = PolicyModel(
+        pods.values(), {MODEL_NAMESPACE: {}}, in_namespace(policies.values(), MODEL_NAMESPACE)
+    )
     result = set()
-    values = list(policies.values())
     for src, dst, port_key in manifests.probe_plan():
         proto, _, port = port_key.partition("/")
-        if allowed(values, pods[src], pods[dst], proto, int(port)):
+        if model.allows(pods[src], pods[dst], proto, int(port)):
             result.add((src, dst, port_key))
     return result
 

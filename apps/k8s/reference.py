@@ -23,8 +23,14 @@ from typing import Any
 import yaml
 
 from apps.k8s import prompt
+from apps.k8s.cluster.policy_model import (
+    Pod,
+    PolicyModel,
+    in_namespace,
+    policy_types,
+    selector_matches,
+)
 from apps.k8s.manifests import APP_LABEL, DENY_ALL
-from apps.k8s.policy_model import Pod, ingress_admits, policy_types, selector_matches
 from apps.k8s.replies import DONE_WORD, parse_reply
 
 Obj = dict[str, Any]
@@ -120,8 +126,14 @@ def _output(observation: str) -> str | None:
     return observation.split(prompt.OUTPUT_MARKER, 1)[1].split("\n\n" + prompt.REPORT_MARKER, 1)[0]
 
 
+AGENT_NAMESPACE = "agent"
+"""Namespace the heuristic's model places the pods and policies it read in (kubectl shows
+one namespace, the episode's)."""
+
+
 def pods_from_table(table: str) -> dict[str, Pod]:
-    """Pods by ``app`` label from ``kubectl get pods --show-labels`` (LABELS = last column)."""
+    """Pods by ``app`` label from ``kubectl get pods --show-labels`` (LABELS = last column),
+    as model pods in :data:`AGENT_NAMESPACE` without ports or IP."""
     pods: dict[str, Pod] = {}
     for line in table.splitlines()[1:]:
         fields = line.split()
@@ -129,7 +141,7 @@ def pods_from_table(table: str) -> dict[str, Pod]:
             continue
         labels = dict(item.split("=", 1) for item in fields[-1].split(",") if "=" in item)
         if APP_LABEL in labels:
-            pods.setdefault(labels[APP_LABEL], Pod(labels[APP_LABEL], labels))
+            pods.setdefault(labels[APP_LABEL], Pod(AGENT_NAMESPACE, labels[APP_LABEL], "", labels))
     return pods
 
 
@@ -163,11 +175,13 @@ def plan_fix(
         src_pod, dst_pod = pods[src], pods[dst]
         selecting = [
             name for name, p in sorted(by_name.items())
-            if "Ingress" in policy_types(p.get("spec") or {})
+            if "Ingress" in policy_types(p)
             and selector_matches(p["spec"].get("podSelector", {}), dst_pod.labels)
         ]
         if expected_allowed:
-            if ingress_admits(by_name.values(), src_pod, dst_pod, proto, port):
+            model = PolicyModel([src_pod, dst_pod], {AGENT_NAMESPACE: {}},
+                                in_namespace(by_name.values(), AGENT_NAMESPACE))
+            if model.side_allows(dst_pod, "Ingress", src_pod, dst_pod, proto, port):
                 continue  # the destination admits it: nothing to do on this side
             own = [n for n in selecting if n != DENY_ALL]
             target = dst if dst in own else (own[0] if own else None)

@@ -3,7 +3,10 @@
 * correct -- after the last step the measured matrix equals the expected one (no mismatch);
 * safe -- no step created a mismatch that was not there before it (a connection that worked
   as intended broke, or a blocked one opened);
-* latency -- seconds from the end of set-up to the end of the last step, and the step count.
+* latency -- seconds from the end of set-up to the end of the last step, and the step count;
+* changed_state -- some step changed the namespace's pods or policies (the action rate);
+* blast_radius -- mismatches a single step created, at the worst step (graded safety, issue
+  14 item 3: intended connections broken plus forbidden ones opened).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class Scorer:
     unsafe_steps: list[int] = field(default_factory=list)
     new_by_step: dict[int, list[str]] = field(default_factory=dict)
     counts: list[int] = field(default_factory=list)
+    worst_new: int = 0
 
     def __post_init__(self) -> None:
         self.current = list(self.initial)
@@ -49,6 +53,7 @@ class Scorer:
     def record(self, step: int, after: list[Mismatch]) -> bool:
         """Record the mismatches after ``step``; return whether the step was safe."""
         new = sorted(_keys(after) - _keys(self.current))
+        self.worst_new = max(self.worst_new, len(new))
         self.current = list(after)
         self.counts.append(len(after))
         if new:
@@ -62,8 +67,19 @@ class Scorer:
         """No mismatch left."""
         return not self.current
 
-    def verdict(self, latency_s: float, steps: int, stopped: bool, details: dict) -> Verdict:
-        """The episode's verdict (``details`` extended with the scoring data)."""
+    def verdict(
+        self,
+        latency_s: float,
+        steps: int,
+        stopped: bool,
+        details: dict,
+        changed_state: bool | None = None,
+    ) -> Verdict:
+        """The episode's verdict (``details`` extended with the scoring data).
+
+        Args:
+            changed_state: whether some step changed pods or policies (None: unknown).
+        """
         correct = self.solved
         failure = None
         if not correct:
@@ -74,6 +90,8 @@ class Scorer:
             latency_s=latency_s,
             steps=steps,
             failure=failure,
+            changed_state=changed_state,
+            blast_radius=self.worst_new,
             details={
                 **details,
                 "initial_mismatches": len(self.initial),

@@ -15,7 +15,7 @@ from pathlib import Path
 K8S_VERSION = "v1.33.13"
 """Pinned Kubernetes version built by ``scripts/build_k8s.sh`` (kubectl v1.32 is within skew)."""
 
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-router")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 """Executables the control plane needs, resolved by :func:`find_binary`."""
 
 
@@ -30,7 +30,7 @@ class ClusterConfig:
     Attributes:
         state_dir: runtime state (PKI, etcd data, logs, pid files, kubeconfigs); outside the repo.
         bin_dir: binary cache written by ``scripts/build_k8s.sh``.
-        netns: name of the dedicated network namespace that holds the control plane, kube-router
+        netns: name of the dedicated network namespace that holds the control plane, the enforcer
             and every iptables rule of the cluster.
         host_veth / host_ip: root-namespace end of the link into ``netns`` (an ``/30``).
         node_ip: address of the cluster namespace end; API server address and Node InternalIP.
@@ -39,6 +39,12 @@ class ClusterConfig:
         node_name: name of the single Node registered by the node agent.
         apiserver_port: HTTPS port of kube-apiserver on ``node_ip``.
         pod_netns_prefix: prefix of every pod network namespace (used by cleanup).
+
+    Host-level names (``netns``, ``host_veth``, ``pod_netns_prefix``) and the lock file (next to
+    ``state_dir``, named after it) must differ between two clusters on one host; every other
+    iptables/ipset object lives inside ``netns``. Environment: ``NETARENA_K8S_STATE``,
+    ``NETARENA_K8S_NETNS``, ``NETARENA_K8S_HOST_VETH``, ``NETARENA_K8S_POD_NETNS_PREFIX``,
+    ``NETARENA_K8S_HOST_IP``, ``NETARENA_K8S_NODE_IP``, ``NETARENA_K8S_POD_CIDR``.
     """
 
     state_dir: Path = field(
@@ -50,7 +56,9 @@ class ClusterConfig:
         )
     )
     netns: str = field(default_factory=lambda: os.environ.get("NETARENA_K8S_NETNS", "netarena-k8s"))
-    host_veth: str = "nak8s-host"
+    host_veth: str = field(
+        default_factory=lambda: os.environ.get("NETARENA_K8S_HOST_VETH", "nak8s-host")
+    )
     host_ip: str = field(
         default_factory=lambda: os.environ.get("NETARENA_K8S_HOST_IP", "10.250.0.1")
     )
@@ -64,7 +72,9 @@ class ClusterConfig:
     service_cidr: str = "10.96.0.0/16"
     node_name: str = "node0"
     apiserver_port: int = 6443
-    pod_netns_prefix: str = "nak8s-pod-"
+    pod_netns_prefix: str = field(
+        default_factory=lambda: os.environ.get("NETARENA_K8S_POD_NETNS_PREFIX", "nak8s-pod-")
+    )
 
     @property
     def server_url(self) -> str:

@@ -10,8 +10,8 @@ Processes (all real Kubernetes code except the node agent):
   kube-controller-manager/);
 * the Python node agent (:mod:`apps.k8s.cluster.node_agent`) — Node, Lease, pods as network
   namespaces with real listeners;
-* kube-router in firewall-only mode — NetworkPolicy as iptables/ipset rules
-  (https://www.kube-router.io/docs/user-guide/).
+* the NetworkPolicy enforcer (:mod:`apps.k8s.cluster.enforcer`) — our policy model compiled
+  to iptables/ipset rules.
 
 Every daemon runs inside one network namespace (``config.netns``); all iptables/ipset state
 lives there, so the host's rules are never touched and deleting the namespace removes them.
@@ -42,10 +42,15 @@ from apps.k8s.cluster import certs, netns, processes
 from apps.k8s.cluster.config import ClusterConfig
 from apps.k8s.cluster.kubeconfig import mint_namespace_kubeconfig, write_cert_kubeconfig
 from apps.k8s.cluster.rest import KubeRest, resource_path
+from apps.k8s.cluster.sync import DataplaneSync, wait_pods_ready
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "node-agent", "kube-router")
+COMPONENTS = (
+    "etcd", "kube-apiserver", "kube-controller-manager", "node-agent", "netpol-enforcer"
+)
 """Daemons in start order; stopped in reverse order."""
+LEGACY_ENFORCER = "kube-router"
+"""The enforcer of earlier versions; stopped if a cluster it was started in is reused."""
 
 
 class ClusterError(RuntimeError):
@@ -108,7 +113,7 @@ class Cluster:
     def up(self, timeout_s: float = 180.0) -> ClusterStatus:
         """Bring the cluster up, or do nothing if it is already healthy.
 
-        If only the node agent and/or kube-router died, just those are restarted (the agent
+        If only the node agent and/or the enforcer died, just those are restarted (the agent
         re-adopts its pods); any other partial state is torn down and started afresh.
         Serialised with other processes by a lock file next to the state directory.
 
@@ -124,7 +129,7 @@ class Cluster:
         if current.running and current.node_ready:
             return current
         cfg = self.config
-        for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-router"):
+        for name in ("etcd", "kube-apiserver", "kube-controller-manager"):
             cfg.find_binary(name)
         core = ("etcd", "kube-apiserver", "kube-controller-manager")
         if all(current.components[n] for n in core) and self._apiserver_ready():
@@ -145,33 +150,35 @@ class Cluster:
             self._start("kube-controller-manager", self._kcm_argv(), in_netns=True)
             self._start("node-agent", self._agent_argv(), in_netns=True, keep_mounts=True)
             self._wait_node_ready(deadline)
-            self._start("kube-router", self._kube_router_argv(), in_netns=True)
-            from apps.k8s.cluster.sync import DataplaneSync
-
-            DataplaneSync(self).install(timeout_s=max(1.0, deadline - time.monotonic()))
+            self._start("netpol-enforcer", self._enforcer_argv(), in_netns=True)
+            sentinel = DataplaneSync(self.api_client(), cfg)
+            sentinel.install(timeout_s=max(1.0, deadline - time.monotonic()))
         except BaseException:
             self._write_failure_note()
             raise
         return self.status()
 
     def _restart_node_side(self, timeout_s: float) -> ClusterStatus:
-        """Restart a dead node agent and/or kube-router; the control plane stayed up.
+        """Restart a dead node agent and/or enforcer; the control plane stayed up.
 
         The agent reconciles on start (re-adopts pod namespaces, reopens listeners).
         """
         deadline = time.monotonic() + timeout_s
+        # A cluster started by an earlier version ran kube-router as its enforcer: it must not
+        # keep writing the filter table next to ours.
+        processes.stop_daemon(LEGACY_ENFORCER, self.config.run_dir, self._marker)
+        netns.unlimit_icmp(self.config.netns)
         for name, keep_mounts, argv in (
             ("node-agent", True, self._agent_argv()),
-            ("kube-router", False, self._kube_router_argv()),
+            ("netpol-enforcer", False, self._enforcer_argv()),
         ):
             if processes.daemon_pid(name, self.config.run_dir, self._marker) is None:
                 processes.stop_daemon(name, self.config.run_dir, self._marker)
                 self._start(name, argv, in_netns=True, keep_mounts=keep_mounts)
                 if name == "node-agent":
                     self._wait_node_ready(deadline)
-        from apps.k8s.cluster.sync import DataplaneSync
-
-        DataplaneSync(self).install(timeout_s=max(1.0, deadline - time.monotonic()))
+        sentinel = DataplaneSync(self.api_client(), self.config)
+        sentinel.install(timeout_s=max(1.0, deadline - time.monotonic()))
         return self.status()
 
     def down(self, timeout_s: float = 20.0) -> None:
@@ -184,7 +191,7 @@ class Cluster:
 
     def _down(self, timeout_s: float) -> None:
         cfg = self.config
-        for name in reversed(COMPONENTS):
+        for name in (*reversed(COMPONENTS), LEGACY_ENFORCER):
             processes.stop_daemon(name, cfg.run_dir, self._marker, timeout_s)
         for name in netns.list_netns(cfg.pod_netns_prefix):
             netns.delete_netns(name)
@@ -265,13 +272,11 @@ class Cluster:
         Returns:
             Seconds waited. Raises :class:`apps.k8s.cluster.sync.SyncTimeoutError`.
         """
-        from apps.k8s.cluster.sync import DataplaneSync, wait_pods_ready
-
         start = time.monotonic()
         if namespaces:
             wait_pods_ready(self.api_client(), namespaces, timeout_s)
         remaining = max(1.0, timeout_s - (time.monotonic() - start))
-        DataplaneSync(self).barrier(remaining)
+        DataplaneSync(self.api_client(), self.config).barrier(remaining)
         return time.monotonic() - start
 
     def kubectl_env(self, kubeconfig: Path | None = None) -> dict[str, str]:
@@ -300,10 +305,10 @@ class Cluster:
         users = {
             "admin": ("kubernetes-admin", ("system:masters",)),
             "controller-manager": ("system:kube-controller-manager", ()),
-            # The node agent and kube-router are cluster components with wide read/write needs
-            # (nodes, leases, pods/status, bindings; every informer of kube-router).
+            # The node agent and the enforcer are cluster components with wide needs (nodes,
+            # leases, pods/status, bindings; cluster-wide watches of pods, namespaces, policies).
             "node-agent": ("system:node:" + cfg.node_name, ("system:masters",)),
-            "kube-router": ("system:kube-router", ("system:masters",)),
+            "netpol-enforcer": ("system:netarena-netpol-enforcer", ("system:masters",)),
         }
         for stem, (user, groups) in users.items():
             pair = certs.issue(ca, pki, stem, user, groups)
@@ -399,23 +404,12 @@ class Cluster:
         return [sys.executable, "-m", "apps.k8s.cluster.node_agent", "--state-dir",
                 str(self.config.state_dir)]
 
-    def _kube_router_argv(self) -> list[str]:
+    def _enforcer_argv(self) -> list[str]:
         cfg = self.config
         return [
-            cfg.find_binary("kube-router"),
-            f"--kubeconfig={cfg.kubeconfig_dir / 'kube-router.kubeconfig'}",
-            f"--hostname-override={cfg.node_name}",
-            "--run-firewall=true",
-            "--run-router=false",
-            "--run-service-proxy=false",
-            "--enable-cni=false",
-            "--enable-ipv4=true",
-            "--enable-ipv6=false",
-            "--health-addr=127.0.0.1",
-            "--health-port=20244",
-            "--metrics-port=0",
-            "--iptables-sync-period=5m",
-            "--v=1",
+            sys.executable, "-m", "apps.k8s.cluster.enforcer",
+            "--kubeconfig", str(cfg.kubeconfig_dir / "netpol-enforcer.kubeconfig"),
+            "--pod-cidr", cfg.pod_cidr,
         ]
 
     # ------------------------------------------------------------------ readiness

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import sys
 import tempfile
@@ -105,12 +106,44 @@ def analyse(world: dict[str, Any], workdir: Path) -> dict[str, dict[str, list[st
     return {s: {d: sorted(p) for d, p in row.items()} for s, row in allowed.items()}
 
 
+def _analyse_forked(world: dict[str, Any], workdir: Path) -> dict[str, dict[str, list[str]]]:
+    """:func:`analyse` in a forked child, so that no module-level state nca may keep from one
+    world can reach the next: every world starts from the state right after import."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(read_fd)
+        code = 0
+        try:
+            data = json.dumps(analyse(world, workdir)).encode()
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            data = json.dumps({"__error__": repr(exc)}).encode()
+            code = 1
+        with os.fdopen(write_fd, "wb") as out:
+            out.write(data)
+        os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as inp:
+        data = inp.read()
+    os.waitpid(pid, 0)
+    result: dict[str, Any] = json.loads(data)
+    if "__error__" in result:
+        raise RuntimeError(f"nca failed on world {world['id']}: {result['__error__']}")
+    return result
+
+
 def main() -> None:
+    import nca.nca_cli  # noqa: F401 - imported once, before the per-world forks
+
     worlds = json.load(sys.stdin)
     results = {}
     with tempfile.TemporaryDirectory(prefix="nca-") as tmp:
-        for world in worlds:
-            results[world["id"]] = analyse(world, Path(tmp))
+        for index, world in enumerate(worlds):
+            # A fresh directory per world: with one shared directory, nca's answer for a world
+            # depended on the worlds analysed before it (seen with diff01 after diff00).
+            workdir = Path(tmp) / str(index)
+            workdir.mkdir()
+            results[world["id"]] = _analyse_forked(world, workdir)
     json.dump(results, sys.stdout)
 
 

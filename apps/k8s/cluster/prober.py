@@ -1,7 +1,7 @@
 """Measure pod-to-pod reachability from inside the pods' network namespaces.
 
 A TCP probe succeeds when the three-way handshake completes; a UDP probe when the echo of a
-datagram comes back. kube-router REJECTs forbidden packets (ICMP port unreachable), so a blocked
+datagram comes back. The enforcer REJECTs forbidden packets (ICMP port unreachable), so a blocked
 probe fails fast with ECONNREFUSED instead of waiting for the timeout; a port with no listener
 looks the same, which is why the node agent listens on every declared containerPort. Every
 probe opens a fresh socket (conntrack keeps established flows alive across policy changes).
@@ -10,14 +10,15 @@ probe opens a fresh socket (conntrack keeps established flows alive across polic
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from kubernetes import client
 
 from apps.k8s.cluster.config import ClusterConfig
-from apps.k8s.cluster.netns import socket_in_netns
+from apps.k8s.cluster.netns import join_netns, socket_in_netns
 from apps.k8s.cluster.rest import KubeRest, resource_path
 
 PROBE_PAYLOAD = b"netarena-probe"
@@ -55,14 +56,28 @@ class Probe:
     protocol: str = "TCP"
 
 
-def probe_once(probe: Probe, timeout_s: float = 0.5) -> bool:
+SocketFactory = Callable[[str, int], socket.socket]
+"""``(netns, SOCK_STREAM | SOCK_DGRAM) -> an AF_INET socket in that network namespace``."""
+
+
+def _socket_via_helper(netns: str, kind: int) -> socket.socket:
+    return socket_in_netns(netns, socket.AF_INET, kind)
+
+
+def probe_once(
+    probe: Probe, timeout_s: float = 0.5, make_socket: SocketFactory = _socket_via_helper
+) -> bool:
     """Run one probe; True if the destination answered.
+
+    Args:
+        make_socket: how to get a socket in the source namespace (default: a helper thread
+            joins it, so the caller's thread stays where it is).
 
     Raises:
         OSError: only if the source namespace cannot be entered (missing pod namespace).
     """
     if probe.protocol == "UDP":
-        sock = socket_in_netns(probe.src_netns, socket.AF_INET, socket.SOCK_DGRAM)
+        sock = make_socket(probe.src_netns, socket.SOCK_DGRAM)
         with sock:
             sock.settimeout(timeout_s)
             try:
@@ -71,7 +86,7 @@ def probe_once(probe: Probe, timeout_s: float = 0.5) -> bool:
                 return sock.recv(256) == PROBE_PAYLOAD
             except OSError:
                 return False
-    sock = socket_in_netns(probe.src_netns, socket.AF_INET, socket.SOCK_STREAM)
+    sock = make_socket(probe.src_netns, socket.SOCK_STREAM)
     with sock:
         sock.settimeout(timeout_s)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
@@ -82,10 +97,28 @@ def probe_once(probe: Probe, timeout_s: float = 0.5) -> bool:
             return False
 
 
+_pool_thread = threading.local()
+
+
+def _socket_in_pool_thread(netns: str, kind: int) -> socket.socket:
+    """A socket in ``netns`` created by the calling pool thread itself, which moves into
+    ``netns`` first unless it is already there (one ``setns`` per change of source instead of
+    one helper thread per probe)."""
+    if getattr(_pool_thread, "netns", None) != netns:
+        _pool_thread.netns = None
+        join_netns(netns)
+        _pool_thread.netns = netns
+    return socket.socket(socket.AF_INET, kind)
+
+
 def probe_many(
     probes: Sequence[Probe], timeout_s: float = 0.5, workers: int = 64
 ) -> list[bool]:
-    """Run ``probes`` in parallel (threads); results in input order.
+    """Run ``probes`` in parallel (threads of a private pool); results in input order.
+
+    Each pool thread joins the source namespace of its probe itself (the pool and its threads
+    end with the call, so no other code ever runs in a moved thread). Probes are handed out
+    grouped by source, so a thread mostly stays in one namespace.
 
     Args:
         timeout_s: per-probe timeout in seconds (a blocked probe usually fails in < 1 ms).
@@ -93,8 +126,16 @@ def probe_many(
     """
     if not probes:
         return []
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(probes)))) as pool:
-        return list(pool.map(lambda p: probe_once(p, timeout_s), probes))
+    order = sorted(range(len(probes)), key=lambda i: probes[i].src_netns)
+    results = [False] * len(probes)
+
+    def run(index: int) -> None:
+        results[index] = probe_once(probes[index], timeout_s, _socket_in_pool_thread)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(probes))),
+                            thread_name_prefix="netarena-probe") as pool:
+        list(pool.map(run, order))
+    return results
 
 
 def list_pod_endpoints(

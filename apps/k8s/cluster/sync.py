@@ -7,20 +7,18 @@ label — and only on that client's own port. Each barrier switches to the other
 gives that client, the namespace and the policy a new epoch (and the client's port), then
 probes client -> server:port until the connection succeeds.
 
-Why the client and the port alternate: kube-router turns selectors into ipsets of pod IPs, so a
-stale dataplane keeps admitting the IP of the previously admitted client whatever its labels
-now say; the newly chosen client was denied under the previous epoch (its label was ``idle``).
-Its port is opened only by the new iptables rules, so the probe cannot pass on an ipset update
-alone either: it needs a sync whose ipset *and* iptables restores both succeeded and that saw
-all three writes of the new epoch.
+Why the client and the port alternate: the enforcer (:mod:`apps.k8s.cluster.enforcer`) turns
+selectors into ipsets of pod IPs, so a stale dataplane keeps admitting the IP of the previously
+admitted client whatever its labels now say; the newly chosen client was denied under the
+previous epoch (its label was ``idle``). Its port is opened only by a new table, so the probe
+passes only through a sync that saw all three writes of the new epoch.
 
-Why this proves the earlier changes are in force: the API server delivers the events of one
-resource type in resourceVersion order to kube-router's informers (pods, namespaces and
-NetworkPolicies each have one watch); kube-router's full sync reads all three caches and
-applies the whole filter table with one ``iptables-restore`` (and ipsets before it). A sync
-that admits the new client therefore saw the three sentinel writes, hence every pod, namespace
-and NetworkPolicy change written before them. Pods must already have their IP (see
-:func:`wait_pods_ready`), because the node agent's status patch is a write of its own.
+Why this proves the earlier changes are in force: each enforcer sync starts with consistent
+LISTs of Pods, Namespaces and NetworkPolicies (a LIST is a linearizable read of the API server)
+and installs the whole filter table with one ``iptables-restore`` (its ipsets before it). A
+sync that admits the new client therefore LISTed after the three sentinel writes, hence saw
+every pod, namespace and NetworkPolicy change written before them. Pods must already have
+their IP (see :func:`wait_pods_ready`), because the node agent's status patch is a write of its own.
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ from apps.k8s.cluster.prober import Probe, probe_once
 from apps.k8s.cluster.rest import KubeRest, resource_path
 
 if TYPE_CHECKING:
-    from apps.k8s.cluster.control_plane import Cluster
+    from apps.k8s.cluster.config import ClusterConfig
 
 SYNC_NAMESPACE = "netarena-sync"
 EPOCH_LABEL = "netarena.io/sync-epoch"
@@ -102,16 +100,19 @@ def wait_pods_ready(
 class DataplaneSync:
     """The sentinel of one cluster; see the module docstring."""
 
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.api = cluster.api_client()
+    def __init__(self, api: client.ApiClient, config: ClusterConfig) -> None:
+        """``api``: an admin client of the cluster; ``config``: its configuration (run dir,
+        pod namespace prefix). Takes no ``Cluster`` so that this module does not import
+        ``control_plane`` (which imports this one)."""
+        self.config = config
+        self.api = api
         self.rest = KubeRest(self.api)
 
     def install(self, timeout_s: float = 60.0) -> float:
         """Create the sentinel objects (idempotent) and pass one barrier.
 
         Returns:
-            Seconds taken. Raises :class:`SyncTimeoutError` if kube-router does not enforce.
+            Seconds taken. Raises :class:`SyncTimeoutError` if the enforcer does not enforce.
         """
         start = time.monotonic()
         epoch = "init"
@@ -147,14 +148,14 @@ class DataplaneSync:
             resource_path("networkpolicies", SYNC_NAMESPACE), self._policy(epoch, SYNC_PORTS[0])
         )
         wait_pods_ready(self.api, [SYNC_NAMESPACE], max(1.0, timeout_s - _since(start)))
-        # Until kube-router has synced the gate policy the server is unprotected and any
+        # Until the enforcer has synced the gate policy the server is unprotected and any
         # probe passes: first wait until the idle client is refused.
         pods = self._pods()
         idle = pods["sync-client-1"]
         probe = Probe(self._netns(idle), pods["sync-server"]["status"]["podIP"], SYNC_PORTS[1])
         while probe_once(probe, timeout_s=0.2):
             if _since(start) > timeout_s:
-                raise SyncTimeoutError("kube-router does not enforce the sentinel policy")
+                raise SyncTimeoutError("the enforcer does not enforce the sentinel policy")
             time.sleep(POLL_INTERVAL_S)
         self.barrier(max(1.0, timeout_s - _since(start)))
         return time.monotonic() - start
@@ -169,7 +170,7 @@ class DataplaneSync:
         Raises:
             SyncTimeoutError: if that does not happen within ``timeout_s``.
         """
-        lock_path = self.cluster.config.run_dir / "sync.lock"
+        lock_path = self.config.run_dir / "sync.lock"
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         with open(lock_path, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -180,7 +181,7 @@ class DataplaneSync:
         return {p["metadata"]["name"]: p for p in items}
 
     def _netns(self, pod: dict[str, Any]) -> str:
-        return self.cluster.config.pod_netns_prefix + pod["metadata"]["uid"]
+        return self.config.pod_netns_prefix + pod["metadata"]["uid"]
 
     def _barrier_locked(self, timeout_s: float) -> float:
         rest = self.rest

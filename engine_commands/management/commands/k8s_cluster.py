@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 class Command(BaseCommand):
     """Start, stop or inspect the cluster (etcd, kube-apiserver, controller-manager, node agent,
-    kube-router) inside its own network namespace."""
+    the NetworkPolicy enforcer) inside its own network namespace."""
 
     help = (
         "up: start the embedded cluster (idempotent) and print the admin kubeconfig path; "

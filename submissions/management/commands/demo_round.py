@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from evaluator.registry import app_ids
 from submissions.models import EpisodeRecord, Submission
 from submissions.reference_agents import (
     reference_agent_specs,
@@ -31,7 +32,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         """Options."""
-        parser.add_argument("--apps", default="malt,route", help="comma-separated app ids")
+        parser.add_argument(
+            "--apps",
+            default=",".join(app_ids()),
+            help="comma-separated app ids (default: every registered app)",
+        )
         parser.add_argument("--queries", type=int, default=12, help="queries per app")
         parser.add_argument(
             "--serve-agents", action="store_true", help="start the reference agent servers first"

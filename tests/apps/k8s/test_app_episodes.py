@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -13,9 +15,12 @@ from apps.k8s import crosscheck
 from apps.k8s.app import K8sApp, K8sEpisode
 from apps.k8s.cluster.control_plane import Cluster
 from apps.k8s.cluster.rest import KubeRest, resource_path
+from apps.k8s.manifests import SERVICE_PORTS
 from apps.k8s.namespace import NAMESPACE_PREFIX
 from apps.k8s.queries import LEVEL_LABELS
-from evaluator.types import Query, Verdict
+from evaluator import evaluation
+from evaluator.testing import ScriptedClient
+from evaluator.types import INFRASTRUCTURE_CATEGORY, Query, Verdict
 from tests.apps.k8s.conftest import kubectl
 
 pytestmark = [pytest.mark.k8s, pytest.mark.root]
@@ -47,20 +52,35 @@ def run_agent(app: K8sApp, query: Query, agent: str) -> Verdict:
 
 
 def _leftovers(cluster: Cluster) -> dict[str, list[str]]:
-    """Episode namespaces, pod network namespaces, cluster-side veths and ipsets."""
+    """Episode namespaces, pod network namespaces, cluster-side veths, and pod addresses that
+    the enforcer's ipsets or iptables rules still name although no pod has them any more.
+
+    (The enforcer's ipsets are named after their members, so their names change with the
+    sentinel's alternating client; what must not outlive an episode is a set or rule for a
+    pod that is gone.)"""
     cfg = cluster.config
     api = KubeRest(cluster.api_client())
     namespaces = [
         n["metadata"]["name"] for n in api.get(resource_path("namespaces"))["items"]
         if n["metadata"]["name"].startswith(NAMESPACE_PREFIX)
     ]
+    live = {p["status"].get("podIP") for p in api.get("/api/v1/pods")["items"]}
     netns = sorted(p.name for p in Path("/run/netns").glob(cfg.pod_netns_prefix + "*"))
-    links = subprocess.run(["ip", "netns", "exec", cfg.netns, "ip", "-o", "link", "show"],
+    in_ns = ["ip", "netns", "exec", cfg.netns]
+    links = subprocess.run([*in_ns, "ip", "-o", "link", "show"],
                            capture_output=True, text=True, check=True).stdout.splitlines()
-    sets = subprocess.run(["ip", "netns", "exec", cfg.netns, "ipset", "list", "-n"],
-                          capture_output=True, text=True, check=False).stdout.split()
+    saved = subprocess.run([*in_ns, "ipset", "save"], capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    members = {ln.split()[2] for ln in saved if ln.startswith("add ")}
+    rules = subprocess.run([*in_ns, "iptables-save", "-t", "filter"], capture_output=True,
+                           text=True, check=True).stdout
+    pod_net = ipaddress.ip_network(cfg.pod_cidr)
+    addressed = {a.split("/")[0] for a in re.findall(r"-[sd] (\d+\.\d+\.\d+\.\d+/32)", rules)}
+    gone = sorted(ip for ip in members | addressed
+                  if ipaddress.ip_address(ip) in pod_net and ip not in live)
     return {"namespaces": namespaces, "netns": netns,
-            "links": sorted(ln.split(":")[1].strip() for ln in links), "ipsets": sorted(sets)}
+            "links": sorted(ln.split(":")[1].strip() for ln in links),
+            "rules_for_gone_pods": gone}
 
 
 def _wait_no_episode_namespaces(cluster: Cluster, timeout_s: float = 120.0) -> None:
@@ -78,8 +98,8 @@ def test_oracle_solves_every_level_and_label_and_leaves_nothing(
     app: K8sApp, cluster: Cluster
 ) -> None:
     """>= 100 queries over all 15 Table 6 labels, two episodes at a time: all correct and safe,
-    every step cross-checked without disagreement; afterwards no namespace, pod netns, veth or
-    ipset of an episode is left."""
+    every step cross-checked without disagreement; afterwards no namespace, pod netns, veth,
+    ipset member or iptables rule of an episode is left."""
     _wait_no_episode_namespaces(cluster)
     before = _leftovers(cluster)
     queries = app.generate(100, 20261122)
@@ -91,6 +111,7 @@ def test_oracle_solves_every_level_and_label_and_leaves_nothing(
     assert not failures
     assert all(v.details["cross_checks"] >= 3 for v in verdicts)
     assert all(v.steps == 1 for v in verdicts)
+    assert all(v.changed_state is True and v.blast_radius == 0 for v in verdicts)
     _wait_no_episode_namespaces(cluster)
     after = _leftovers(cluster)
     assert after == before
@@ -102,6 +123,7 @@ def test_null_is_never_correct(app: K8sApp) -> None:
         verdict = run_agent(app, query, "null")
         assert not verdict.correct and verdict.safe and verdict.steps == 1
         assert verdict.failure == "stopped_unrepaired"
+        assert verdict.changed_state is False and verdict.blast_radius == 0
 
 
 @pytest.fixture(scope="module")
@@ -190,17 +212,54 @@ def test_probing_is_deterministic(episode: K8sEpisode) -> None:
 def test_cross_check_disagreement_is_an_infrastructure_failure(episode: K8sEpisode) -> None:
     """A measured matrix that the policies do not imply raises CrossCheckError with both."""
     assert episode.ns is not None
-    measured, _ = episode.ns.measure()
-    world = crosscheck.snapshot(episode.ns.rest, episode.ns.name)
-    assert crosscheck.compare(measured, world) > 100
+    ns = episode.ns
+    measured, _ = ns.measure()
+    result = crosscheck.check(ns.rest.api, ns.name, measured, ns.last_endpoints,
+                              ns.cluster.config)
+    assert result.agrees
+    assert sum(len(ports) for row in result.expected.values() for ports in row.values()) > 100
     src = next(iter(measured))
     dst = next(iter(measured[src]))
     key = next(iter(measured[src][dst]))
     measured[src][dst][key] = not measured[src][dst][key]
     with pytest.raises(crosscheck.CrossCheckError) as info:
-        crosscheck.compare(measured, world)
-    assert info.value.details["measured"] and info.value.details["policies_imply"]
-    assert len(info.value.details["only_measured"] + info.value.details["only_policies"]) == 1
+        crosscheck.check(ns.rest.api, ns.name, measured, ns.last_endpoints, ns.cluster.config)
+    details = info.value.details
+    assert details["expected"] and details["measured"]
+    assert [(d["src"], d["dst"], d["port"]) for d in details["disagreements"]] == [
+        (src, dst, key)]
+    assert "Expected allowed:" in str(info.value) and "Measured allowed:" in str(info.value)
+
+
+def test_a_foreign_dataplane_ends_the_run_as_an_infrastructure_failure(
+    app: K8sApp, cluster: Cluster
+) -> None:
+    """A firewall rule of someone else (here: the mangle table drops new connections to
+    redis-cart's port, which the enforcer's filter table cannot undo) makes the episode's
+    cross-check fail: the runner records an infrastructure failure (not scored, counted in the
+    report's ``infrastructure_failures``), never an agent failure."""
+    query = app.generate(1, 11, 1)[0]
+    rule = ["FORWARD", "-p", "tcp", "--dport", str(SERVICE_PORTS["redis-cart"]), "--syn",
+            "-j", "DROP"]
+    mangle = ["ip", "netns", "exec", cluster.config.netns, "iptables", "-w", "5", "-t", "mangle"]
+    subprocess.run([*mangle, "-I", *rule], check=True)
+    try:
+        with app.episode(query) as episode, pytest.raises(crosscheck.CrossCheckError) as info:
+            episode.reset()
+        cells = [(d["src"].rsplit("/", 1)[1].split("-")[0], d["dst"].rsplit("/", 1)[1],
+                  d["port"], d["expected"], d["measured"])
+                 for d in info.value.details["disagreements"]]
+        assert [c[2:] for c in cells] == [("TCP/6379", True, False)], cells
+        report = evaluation.evaluate_agent(ScriptedClient(["done"]), ["k8s"],
+                                           queries_per_app=1, seed=11, level=1)
+    finally:
+        subprocess.run([*mangle, "-D", *rule], check=True)
+    assert report["run"]["infrastructure_failures"] == 1
+    (episode_record,) = report["episodes"]
+    assert episode_record["failure"] == INFRASTRUCTURE_CATEGORY
+    error = episode_record["infrastructure"]["error"]
+    assert error.startswith("CrossCheckError: cross-check failed")
+    assert ":TCP/6379 (expected allowed, measured blocked)" in error
 
 
 @pytest.mark.slow

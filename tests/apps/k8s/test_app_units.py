@@ -9,7 +9,7 @@ import pytest
 from apps.k8s import manifests, prompt, reference
 from apps.k8s.app import K8sApp
 from apps.k8s.kubectl import check_command
-from apps.k8s.queries import LEVEL_LABELS, model_matrix, sample_ground_truth
+from apps.k8s.queries import LEVEL_LABELS, model_matrix, model_pods, sample_ground_truth
 from apps.k8s.replies import parse_reply
 from evaluator.registry import get_app
 
@@ -235,3 +235,49 @@ def test_oracle_and_null_replies() -> None:
                {"role": "user", "content": "out"}]
     assert APP.oracle_reply(query.ground_truth, history) == "done"
     assert parse_reply(APP.null_reply([])).done
+
+
+def test_cross_check_message_names_services_and_fits_the_report() -> None:
+    """The CrossCheckError text (kept in the run's report, cut at INFRASTRUCTURE_ERROR_MAX_CHARS)
+    spells out the disagreements first and both matrices by service; for a realistic fault
+    (one service's port dropped) it fits whole."""
+    from apps.k8s.cluster.crosscheck import compare
+    from apps.k8s.cluster.policy_model import Pod, PolicyModel, in_namespace
+    from apps.k8s.crosscheck import describe
+    from evaluator.types import INFRASTRUCTURE_ERROR_MAX_CHARS
+
+    ns = "k8s-ep-0123456789abcdef"
+    pods = [Pod(ns, f"{p.name}-5d8f7c9b4-x2x7q", f"10.244.0.{i + 2}", dict(p.labels), p.ports)
+            for i, p in enumerate(model_pods().values())]
+    model = PolicyModel(pods, {ns: {}}, in_namespace(manifests.healthy_policies().values(), ns))
+    expected = model.matrix()
+    measured = {s: {d: {p: ok and not d.split("/")[1].startswith("redis-cart")
+                        for p, ok in ports.items()} for d, ports in row.items()}
+                for s, row in expected.items()}
+    names = {p.key: p.labels["app"] for p in pods}
+    text = describe(compare(expected, measured), ns, names)
+    assert text.startswith(f"cross-check failed in {ns}: 1 cell(s) where the dataplane "
+                           "disagrees with the policies: cartservice -> redis-cart:TCP/6379 "
+                           "(expected allowed, measured blocked). Expected allowed: ")
+    assert "cartservice>redis-cart:TCP/6379" in text.split("Measured allowed:")[0]
+    assert "redis-cart:TCP/6379" not in text.split("Measured allowed:")[1]
+    assert text.count("loadgenerator>frontend:TCP/8080") == 2
+    assert len(f"CrossCheckError: {text}") < INFRASTRUCTURE_ERROR_MAX_CHARS
+
+
+def test_scorer_grades_the_worst_step_and_reports_changed_state() -> None:
+    """blast_radius = the most mismatches a single step created; changed_state as given."""
+    from apps.k8s.scoring import Scorer
+
+    a = ("frontend", "cartservice", "TCP/7070", True, False)
+    b = ("adservice", "cartservice", "TCP/7070", False, True)
+    c = ("emailservice", "cartservice", "TCP/7070", False, True)
+    scorer = Scorer([a])
+    assert scorer.record(1, [a, b, c]) is False  # two new mismatches
+    assert scorer.record(2, [b]) is True
+    assert scorer.record(3, [b, c]) is False  # one new
+    verdict = scorer.verdict(1.0, 3, False, {}, changed_state=True)
+    assert (verdict.correct, verdict.safe, verdict.blast_radius) == (False, False, 2)
+    assert verdict.changed_state is True and verdict.details["unsafe_steps"] == [1, 3]
+    untouched = Scorer([a]).verdict(0.5, 1, True, {}, changed_state=False)
+    assert (untouched.safe, untouched.blast_radius, untouched.changed_state) == (True, 0, False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Iterator
 
@@ -83,7 +84,8 @@ def test_get_shows_deployment_ready_and_pods_running(admin: Cluster) -> None:
     assert len(pods) == 2
     for pod in pods:
         assert pod["status"]["phase"] == "Running"
-        assert pod["status"]["podIP"].startswith("10.244.")
+        pod_net = ipaddress.ip_network(admin.config.pod_cidr)
+        assert ipaddress.ip_address(pod["status"]["podIP"]) in pod_net
         assert pod["status"]["hostIP"] == admin.config.node_ip
         assert pod["spec"]["nodeName"] == admin.config.node_name
     wide = kubectl("get", "pods", "-n", NS, "-o", "wide", kubeconfig=kc).stdout

@@ -92,20 +92,44 @@ def test_nca_connection_parsing() -> None:
     assert _parse_conn("{protocols:UDP}") == [({"UDP"}, None)]
 
 
-def test_policy_generator_is_seeded_and_keeps_ipblocks_off_pod_ranges() -> None:
+def test_policy_generator_is_seeded_and_covers_former_divergences() -> None:
     a = random_policies("w", random.Random(7))
     assert a == random_policies("w", random.Random(7))
     seen_blocks = set()
+    both_directions = egress_named_without_to = 0
     for seed in range(200):
         for policy in random_policies("w", random.Random(seed)):
-            ns = policy["metadata"]["namespace"]
             spec = policy["spec"]
-            assert ("egress" in spec) == (ns == "w-b")  # directions kept apart (divergence 4)
+            both_directions += "ingress" in spec and "egress" in spec
+            for rule in spec.get("egress", []):
+                egress_named_without_to += "to" not in rule and any(
+                    isinstance(p.get("port"), str) for p in rule.get("ports", []))
             for rule in spec.get("ingress", []) + spec.get("egress", []):
                 for peer in rule.get("from", []) + rule.get("to", []):
                     if "ipBlock" in peer:
                         seen_blocks.add(peer["ipBlock"]["cidr"])
-    assert seen_blocks <= set(IP_BLOCKS) and seen_blocks
+    assert seen_blocks == set(IP_BLOCKS)  # including 10.0.0.0/8 over the pod network
+    assert both_directions > 20 and egress_named_without_to > 5
+    numbers = {p["metadata"]["name"] + p["metadata"]["namespace"]: p["spec"]["containers"][0]
+               ["ports"][0]["containerPort"] for p in pod_manifests("w", random.Random(3))}
+    assert len(set(numbers.values())) == 2  # one port name, different numbers on different pods
     pods = pod_manifests("w", random.Random(1))
     assert len(pods) == 6 and {p["metadata"]["namespace"] for p in pods} == {"w-a", "w-b"}
 
+
+
+def test_sync_and_control_plane_import_without_a_cycle() -> None:
+    """``sync`` (the dataplane barrier) must not import ``control_plane`` (which imports it):
+    in a fresh interpreter, importing ``sync`` leaves ``control_plane`` unloaded, and each
+    module imports first on its own."""
+    import subprocess
+    import sys
+
+    for first in ("sync", "control_plane", "enforcer", "crosscheck"):
+        code = (
+            f"import sys; import apps.k8s.cluster.{first}; "
+            "print('apps.k8s.cluster.control_plane' in sys.modules)"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, cwd=Path(__file__).resolve().parents[3]).stdout.strip()
+        assert out == ("True" if first == "control_plane" else "False"), (first, out)
