@@ -29,7 +29,16 @@ class UnknownAppError(EvaluatorError):
 
 
 class EmulatorError(EvaluatorError):
-    """The emulator could not be set up, driven or torn down (infrastructure, not the agent)."""
+    """The emulator could not be set up, driven or torn down (infrastructure, not the agent).
+
+    Attributes:
+        details: JSON evidence kept with the episode's infrastructure failure (e.g. the k8s
+            cross-check's expected and measured matrices); ``{}`` by default.
+    """
+
+    def __init__(self, *args: object, details: JSON | None = None) -> None:
+        super().__init__(*args)
+        self.details: JSON = dict(details or {})
 
 
 class DependencyMissingError(EmulatorError):

@@ -242,6 +242,7 @@ def run_episode_guarded(
     """
     episode_id = episode_id or new_episode_id()
     last_error = ""
+    last_details: JSON = {}
     for attempt in range(1, INFRASTRUCTURE_ATTEMPTS + 1):
         if attempt > 1 and backoff_s:
             time.sleep(backoff_s[min(attempt - 2, len(backoff_s) - 1)])
@@ -249,7 +250,11 @@ def run_episode_guarded(
             return run_episode(app, query, client, max_steps=max_steps, episode_id=episode_id)
         except EmulatorError as exc:
             last_error = f"{type(exc).__name__}: {exc}"
+            last_details = exc.details
             logger.warning("episode %s attempt %d: %s", query.query_id, attempt, last_error)
     return EpisodeResult.for_infrastructure_failure(
-        query, last_error, attempts=INFRASTRUCTURE_ATTEMPTS
+        query,
+        last_error,
+        attempts=INFRASTRUCTURE_ATTEMPTS,
+        details=clip_json(last_details, max_bytes=DETAILS_MAX_BYTES) if last_details else None,
     )

@@ -306,9 +306,13 @@ class EpisodeResult:
 
     @classmethod
     def for_infrastructure_failure(
-        cls, query: Query, error: str, *, attempts: int = 1
+        cls, query: Query, error: str, *, attempts: int = 1, details: JSON | None = None
     ) -> EpisodeResult:
-        """Record for an episode the evaluator itself could not run (not the agent's fault)."""
+        """Record for an episode the evaluator itself could not run (not the agent's fault).
+
+        ``details`` is the emulator's evidence (``EmulatorError.details``), kept beside the
+        error text in ``details["evidence"]``.
+        """
         error = error[:INFRASTRUCTURE_ERROR_MAX_CHARS]
         return cls.for_query(
             query,
@@ -319,7 +323,7 @@ class EpisodeResult:
             agent_s=0.0,
             steps=0,
             failure=INFRASTRUCTURE_CATEGORY,
-            details={"error": error},
+            details={"error": error, **({"evidence": details} if details else {})},
             infrastructure=InfrastructureFailure(error=error, attempts=attempts),
         )
 

@@ -452,7 +452,9 @@ def episode_execute(*, episode_id: int) -> None:
     finally:
         client.close()
     if result.infrastructure is not None:
-        _episode_close_error(episode, result.infrastructure.error)
+        _episode_close_error(
+            episode, result.infrastructure.error, evidence=result.details.get("evidence")
+        )
         return
     _episode_store(
         episode,
@@ -523,13 +525,19 @@ def _episode_store(episode: EpisodeRecord, **fields: Any) -> None:
     submission_close_if_complete(submission_id=episode.submission_id)
 
 
-def _episode_close_error(episode: EpisodeRecord, message: str) -> None:
-    """Close an episode as an evaluator error (excluded from statistics)."""
+def _episode_close_error(
+    episode: EpisodeRecord, message: str, *, evidence: Any = None
+) -> None:
+    """Close an episode as an evaluator error (excluded from statistics); ``evidence`` is the
+    emulator's bounded JSON detail (e.g. both connectivity matrices of a failed cross-check)."""
     text = storable(message)
+    details: dict[str, Any] = {"error": text[:2000]}
+    if evidence:
+        details["evidence"] = storable(evidence)
     EpisodeRecord.objects.filter(pk=episode.pk).update(
         status=EpisodeRecord.Status.ERROR,
         failure=text[:200],
-        details={"error": text[:2000]},
+        details=details,
         finished_at=timezone.now(),
     )
     submission_close_if_complete(submission_id=episode.submission_id)

@@ -38,8 +38,7 @@ class CrossCheckError(EmulatorError):
     """
 
     def __init__(self, message: str, details: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.details = details
+        super().__init__(message, details=details)
 
 
 def _word(value: bool | None) -> str:

@@ -173,3 +173,22 @@ def test_tokens_are_summed_over_the_replies_that_report_them_and_the_last_model_
     assert result.agent_s == pytest.approx(0.4)
     silent = run_episode(app, query, ScriptedClient([answer]))
     assert (silent.input_tokens, silent.output_tokens, silent.served_model) == (None, None, None)
+
+
+def test_an_emulators_evidence_is_kept_with_the_infrastructure_failure(monkeypatch):
+    monkeypatch.setattr(runner.time, "sleep", lambda s: None)
+
+    class Disagreeing(GuessApp):
+        def episode(self, query, **options):
+            class Broken(GuessEpisode):
+                def reset(self) -> str:
+                    raise EmulatorError("cross-check failed", details={"measured": {"a": 1}})
+
+            return Broken(query)
+
+    app = Disagreeing()
+    query = app.generate(1, seed=9)[0]
+    result = run_episode_guarded(app, query, ScriptedClient([]))
+    assert not result.scored
+    assert result.details["evidence"] == {"measured": {"a": 1}}
+    assert "cross-check failed" in result.details["error"]
