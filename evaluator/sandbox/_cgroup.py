@@ -181,6 +181,16 @@ class Cgroup:
         """The ``cgroup.procs`` files a process writes its pid to in order to join."""
         return [str(d / "cgroup.procs") for d in self.dirs.values()]
 
+    def add(self, pid: int) -> None:
+        """Move the host process ``pid`` (and its future children) into the group(s).
+
+        Raises:
+            OSError: the kernel refused (e.g. the process is gone).
+        """
+        for procs in self.procs_files():
+            with open(procs, "w") as handle:
+                handle.write(str(pid))
+
     def oom_killed(self) -> bool:
         """True when the memory group hit its limit and the kernel killed a process."""
         if self.version == 2:

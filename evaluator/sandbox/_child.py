@@ -166,6 +166,8 @@ def main(argv: list[str]) -> int:
     channel = int(argv[1])
     try:
         payload = pickle.loads(sys.stdin.buffer.read())  # noqa: S301 - written by the parent
+        if payload.get("argument_digest") is not None:  # warm path: the zygote's shared copy
+            payload["argument"] = _CACHED[payload["argument_digest"]]
         namespace: dict[str, Any] = {"__name__": "__agent__", "__builtins__": builtins}
         exec(compile(payload["preamble"], "<preamble>", "exec"), namespace)  # noqa: S102
         null = os.open(os.devnull, os.O_RDONLY)
@@ -193,5 +195,300 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+# --- warm path: the zygote (docs/sandbox.md, "Warm path") ----------------------------------
+#
+# ``python ... sandbox_child.py --zygote <control_fd>`` runs this file as a long-lived zygote
+# inside bubblewrap, with CAP_SYS_ADMIN, CAP_SETUID, CAP_SETGID and CAP_SETPCAP kept. It runs
+# only trusted code: it imports the trusted modules once, holds at most one argument the
+# caller marked as shared, and forks one process per call:
+#
+#   C  (zygote's pid namespace) says hello (the host learns its pid from SCM_CREDENTIALS and
+#      moves it into the call's cgroups), waits for "go", unshares pid, mount, IPC, net, UTS
+#      and cgroup namespaces and forks P1; it reports P1's exit status and exits.
+#   P1 (pid 1 of the call) makes every mount private, mounts a fresh /proc (its /proc/sys,
+#      /proc/sysrq-trigger, /proc/irq, /proc/bus read-only), a fresh devpts and a size-capped
+#      tmpfs /tmp, writes the SHM limits, brings lo up, forks A and exits with A's status
+#      (the kernel then kills whatever else is left in the namespace).
+#   A  (pid 2) starts a session, drops the capability bounding and ambient sets, takes the
+#      call's uid/gid with no groups (losing every capability), clears the inheritable set,
+#      sets no_new_privs, loads the seccomp filter and only then runs :func:`main` above.
+
+#: The shared argument of the warm path: digest -> unpickled object (at most one entry).
+_CACHED: dict[str, Any] = {}
+_CLONE_FLAGS = (
+    0x00020000  # CLONE_NEWNS
+    | 0x02000000  # CLONE_NEWCGROUP
+    | 0x04000000  # CLONE_NEWUTS
+    | 0x08000000  # CLONE_NEWIPC
+    | 0x20000000  # CLONE_NEWPID
+    | 0x40000000  # CLONE_NEWNET
+)
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_PR_SET_PDEATHSIG, _PR_SET_SECCOMP, _PR_CAPBSET_DROP = 1, 22, 24
+_PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
+#: The channel fd of a warm call (``sys.argv[1]`` of the agent's process, as in the cold path).
+_WARM_CHANNEL_FD = 3
+_WARM_STATUS_FD = 4
+_libc_cache: list[Any] = []
+
+
+def _libc() -> Any:
+    import ctypes
+
+    if not _libc_cache:
+        lib = ctypes.CDLL(None, use_errno=True)
+        lib.mount.argtypes = (
+            ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p
+        )  # fmt: skip
+        lib.prctl.argtypes = (ctypes.c_int,) + (ctypes.c_ulong,) * 4
+        lib.unshare.argtypes = (ctypes.c_int,)
+        _libc_cache.append(lib)
+    return _libc_cache[0]
+
+
+def _check(rc: int, what: str) -> None:
+    import ctypes
+
+    if rc != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"{what}: {os.strerror(number)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+    _check(
+        _libc().mount(
+            source.encode() if source else None,
+            target.encode(),
+            fstype.encode() if fstype else None,
+            flags,
+            data.encode() if data else None,
+        ),
+        f"mount {target}",
+    )
+
+
+def _prctl(option: int, arg: int = 0) -> None:
+    _check(_libc().prctl(option, arg, 0, 0, 0), f"prctl {option}")
+
+
+def _mount_call_filesystems(config: dict[str, Any], scratch_bytes: int) -> None:
+    """P1: private mounts, fresh /proc (sysctl parts read-only after the SHM limits), devpts,
+    the call's size-capped /tmp with the read-only dirs that live under /tmp bound back."""
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    kept = [(os.open(d, os.O_PATH | os.O_DIRECTORY), d) for d in config["tmp_ro_dirs"]]
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    for name, value in config["shm_limits"].items():
+        with open(f"/proc/sys/kernel/{name}", "w") as handle:
+            handle.write(str(value))
+    for name in ("sys", "sysrq-trigger", "irq", "bus"):
+        path = f"/proc/{name}"
+        if os.path.exists(path):
+            _mount(path, path, None, _MS_BIND | _MS_REC)
+            _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    pts_options = "newinstance,ptmxmode=0666,mode=620"
+    _mount("devpts", "/dev/pts", "devpts", _MS_NOSUID | _MS_NOEXEC, pts_options)
+    scratch = "/tmp"  # noqa: S108 - the call's own tmpfs, mounted here
+    _mount("tmpfs", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={scratch_bytes},mode=1777")
+    for fd, directory in kept:
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", directory, None, _MS_BIND | _MS_REC)
+        _mount(None, directory, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+        os.close(fd)
+
+
+def _loopback_up() -> None:
+    """Bring ``lo`` up in the call's network namespace, as bubblewrap does (netdevice(7))."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sh22x", b"lo", 0)
+        flags = struct.unpack("16sh22x", fcntl.ioctl(sock, 0x8913, request))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(sock, 0x8914, struct.pack("16sh22x", b"lo", flags | 1))  # SIOCSIFFLAGS, UP
+
+
+def _drop_privileges(uid: int, program: bytes | None) -> None:
+    """A: bounding/ambient sets, uid/gid/groups, inheritable set, no_new_privs, seccomp."""
+    import ctypes
+
+    with open("/proc/sys/kernel/cap_last_cap") as handle:
+        last_cap = int(handle.read())
+    for cap in range(last_cap + 1):
+        _prctl(_PR_CAPBSET_DROP, cap)
+    _check(_libc().prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "ambient caps")
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+    class Header(ctypes.Structure):
+        _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+    class Data(ctypes.Structure):
+        _fields_ = (
+            ("effective", ctypes.c_uint32),
+            ("permitted", ctypes.c_uint32),
+            ("inheritable", ctypes.c_uint32),
+        )
+
+    header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3
+    _check(_libc().capset(ctypes.byref(header), data), "capset")
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    if program is not None:
+
+        class Fprog(ctypes.Structure):
+            _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+        buffer = ctypes.create_string_buffer(program, len(program))
+        fprog = Fprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+        rc = _libc().prctl(_PR_SET_SECCOMP, 2, ctypes.addressof(fprog), 0, 0)  # MODE_FILTER
+        _check(rc, "seccomp")
+    status = {}
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            key, _, value = line.partition(":")
+            status[key] = value.strip()
+    for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        if int(status[key], 16) != 0:
+            raise OSError(f"{key} is {status[key]} after dropping privileges")
+    if status.get("NoNewPrivs") != "1" or os.getuid() != uid or os.getgid() != uid:
+        raise OSError("identity not dropped")
+
+
+def _agent_process(request: dict[str, Any], program: bytes | None) -> None:
+    """A (pid 2 of the call): become the agent's unprivileged process and run :func:`main`."""
+    try:
+        os.setsid()
+        os.chdir("/tmp")  # noqa: S108 - the call's private tmpfs
+        _drop_privileges(int(request["uid"]), program)
+    except BaseException:  # noqa: BLE001 - no agent code ran; the host sees no "ready"
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(125)
+    sys.argv = [_HARNESS_FILE, str(_WARM_CHANNEL_FD)]
+    os._exit(main(sys.argv))
+
+
+def _call_init(request: dict[str, Any], config: dict[str, Any], program: bytes | None) -> None:
+    """P1 (pid 1 of the call): set up the call's filesystems, fork A, exit with its status."""
+    import signal
+
+    try:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.close(_WARM_STATUS_FD)
+        _mount_call_filesystems(config, int(request["scratch_bytes"]))
+        _loopback_up()
+        agent = os.fork()
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(125)
+    if agent == 0:
+        _agent_process(request, program)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2, _WARM_CHANNEL_FD):
+        os.dup2(null, fd)
+    os.close(null)
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(number, signal.SIG_DFL)
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(125)
+        if pid == agent:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)
+
+
+def _call_child(
+    request: dict[str, Any], fds: list[int], config: dict[str, Any], program: bytes | None
+) -> None:
+    """C: take the call's fds, wait for the host to place it in the cgroups, unshare the
+    call's namespaces, fork P1 and report its exit status on the status socket."""
+    import fcntl
+    import signal
+    import socket
+
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    zygote = os.getppid()
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != zygote:
+        os._exit(1)
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
+    for target, fd in enumerate(high):
+        os.dup2(fd, target)
+    os.closerange(_WARM_STATUS_FD + 1, os.sysconf("SC_OPEN_MAX"))
+    status = socket.socket(fileno=_WARM_STATUS_FD)
+    status.sendall(b"h")  # the host reads this process's pid from SCM_CREDENTIALS
+    if status.recv(1) != b"g":
+        os._exit(1)
+    _check(_libc().unshare(_CLONE_FLAGS), "unshare")
+    init = os.fork()
+    if init == 0:
+        _call_init(request, config, program)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2, _WARM_CHANNEL_FD):
+        os.dup2(null, fd)
+    _, wait_status = os.waitpid(init, 0)
+    status.sendall(f"x{os.waitstatus_to_exitcode(wait_status)}".encode())
+    os._exit(0)
+
+
+def zygote_main(control_fd: int) -> int:
+    """The zygote's loop: one JSON request per SOCK_SEQPACKET message (fds attached).
+
+    ``config`` (first message): ``imports``, ``tmp_ro_dirs``, ``shm_limits``, ``seccomp``
+    (hex or null). Requests: ``{"op": "preload", "digest"}`` + a memfd holding the pickle;
+    ``{"op": "spawn", "uid", "scratch_bytes"}`` + stdin, stdout, stderr, channel, status fds.
+    Exits when the host closes the socket.
+    """
+    import gc
+    import importlib
+    import signal
+    import socket
+
+    control = socket.socket(fileno=control_fd)
+    config = json.loads(control.recv(1 << 20))
+    program = bytes.fromhex(config["seccomp"]) if config.get("seccomp") else None
+    for name in config["imports"]:
+        importlib.import_module(name)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    gc.collect()
+    gc.freeze()
+    control.send(b'{"kind":"zygote_ready"}')
+    while True:
+        message, fds, _, _ = socket.recv_fds(control, 1 << 16, 8)
+        if not message:
+            return 0
+        try:
+            request = json.loads(message)
+            if request["op"] == "preload":
+                size = os.fstat(fds[0]).st_size
+                data = b"".join(
+                    os.pread(fds[0], min(1 << 20, size - at), at) for at in range(0, size, 1 << 20)
+                )
+                _CACHED.clear()
+                _CACHED[request["digest"]] = pickle.loads(data)  # noqa: S301 - from the host
+                del data
+                gc.collect()
+                gc.freeze()
+            elif request["op"] == "spawn" and len(fds) == 5:
+                if os.fork() == 0:
+                    try:
+                        control.close()
+                        _call_child(request, fds, config, program)
+                    finally:
+                        os._exit(1)
+        except Exception:  # noqa: BLE001 - a bad request never ends the zygote
+            traceback.print_exc()
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--zygote":
+        os._exit(zygote_main(int(sys.argv[2])))
     os._exit(main(sys.argv))

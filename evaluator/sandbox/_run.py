@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import logging
 import os
 import pickle
 import signal
@@ -10,7 +12,7 @@ import subprocess
 import time
 from typing import Any
 
-from evaluator.sandbox import _bwrap
+from evaluator.sandbox import _bwrap, _zygote
 from evaluator.sandbox._cgroup import (
     ALLOW_NO_CGROUP_ENV,
     Cgroup,
@@ -21,11 +23,14 @@ from evaluator.sandbox._io import EXIT_GRACE_S, Run, io_loop
 from evaluator.sandbox._outcome import classify, raise_setup, reported_call_s, tail
 from evaluator.sandbox._seccomp import filled_pipe, seccomp_program
 from evaluator.sandbox._types import (
+    SandboxError,
     SandboxLimits,
     SandboxResult,
     SandboxSetupError,
     SandboxUnavailableError,
 )
+
+logger = logging.getLogger(__name__)
 
 #: The whole environment of the launcher and of bwrap (which then clears it for the sandbox):
 #: nothing of the evaluator's environment (secrets, DATABASE_URL) reaches agent code.
@@ -81,6 +86,102 @@ def _popen(command: list[str], fds: tuple[int, ...]) -> Any:
     )
 
 
+def _pickle_payload(
+    code: str, function: str, preamble: str, argument: object, digest: str | None,
+    limits: SandboxLimits,
+) -> bytes:
+    try:
+        return pickle.dumps(
+            {
+                "code": code,
+                "function": function,
+                "preamble": preamble,
+                "argument": argument if digest is None else None,
+                "argument_digest": digest,
+                "limits": {
+                    "cpu_time_s": limits.cpu_time_s,
+                    "memory_bytes": limits.memory_bytes,
+                    "scratch_bytes": limits.scratch_bytes,
+                    "max_processes": limits.max_processes,
+                    "result_bytes": limits.result_bytes,
+                },
+            },
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
+    except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
+        raise SandboxSetupError(f"argument cannot be pickled: {exc}") from exc
+
+
+def _warm_zygote(plan: _bwrap.Plan, program: bytes | None) -> _zygote.Zygote | None:
+    """This process's zygote, or ``None`` (warm path off, or it cannot start: go cold)."""
+    if not _zygote.warm_enabled():
+        return None
+    try:
+        return _zygote.zygote_for(plan, program)
+    except SandboxUnavailableError as exc:
+        logger.warning("warm sandbox unavailable, using the cold path: %s", exc)
+        return None
+
+
+def _replace(held: list[_zygote.Zygote], plan: _bwrap.Plan, program: bytes | None) -> None:
+    """Restart the zygote held in ``held[0]`` (the old one ends when its calls have ended)."""
+    replacement = _zygote.zygote_for(plan, program, restart=True)
+    if replacement is None:
+        raise SandboxUnavailableError("the warm zygote could not be restarted")
+    _zygote.release(held[0])
+    held[0] = replacement
+
+
+def _shared_argument(
+    held: list[_zygote.Zygote], plan: _bwrap.Plan, program: bytes | None, argument: object
+) -> str:
+    """Make ``argument`` the shared argument of the zygote in ``held[0]`` (replacing that
+    zygote when it held another one: a zygote never holds two, see docs/sandbox.md); return
+    its digest."""
+    try:
+        data = pickle.dumps(argument, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
+        raise SandboxSetupError(f"argument cannot be pickled: {exc}") from exc
+    digest = hashlib.sha256(data).hexdigest()
+    if held[0].digest != digest:
+        if held[0].digest is not None:
+            _replace(held, plan, program)
+        try:
+            held[0].preload(digest, data)
+        except _zygote.ZygoteError as exc:
+            raise SandboxUnavailableError(str(exc)) from exc
+    return digest
+
+
+def _spawn_warm(
+    held: list[_zygote.Zygote], plan: _bwrap.Plan, program: bytes | None, uid: int,
+    limits: SandboxLimits, cgroup: Cgroup | None,
+) -> tuple[_zygote.WarmProc, int]:
+    """Fork the call's child from the zygote (restarting a dead zygote once), place it in the
+    call's cgroups and let it go. Raises :class:`SandboxUnavailableError`."""
+    for attempt in range(2):
+        try:
+            proc, read_fd = held[0].spawn(uid, limits.scratch_bytes)
+            break
+        except _zygote.ZygoteError as exc:
+            if attempt == 1 or held[0].digest is not None:
+                # a shared argument would have to be preloaded again: the caller retries
+                raise SandboxUnavailableError(
+                    f"sandbox did not start (warm zygote: {exc}): {held[0].log_tail()}"
+                ) from exc
+            _replace(held, plan, program)
+    try:
+        if cgroup is not None:
+            cgroup.add(proc.pid)
+        proc.go()
+    except OSError as exc:
+        proc.send_signal(signal.SIGKILL)
+        proc.close()
+        os.close(read_fd)
+        raise SandboxUnavailableError(f"cannot place the sandbox in its cgroup: {exc}") from exc
+    return proc, read_fd
+
+
 def run_function(
     code: str,
     function: str,
@@ -89,8 +190,13 @@ def run_function(
     limits: SandboxLimits = SandboxLimits(),  # noqa: B008 - frozen, immutable default
     preamble: str = "",
     raise_unavailable: bool = True,
+    share_argument: bool = False,
 ) -> SandboxResult:
-    """Run ``function(argument)`` from untrusted ``code`` in a fresh sandboxed interpreter.
+    """Run ``function(argument)`` from untrusted ``code`` in a fresh sandboxed process.
+
+    Warm path (default, docs/sandbox.md): the process is forked from this worker's zygote and
+    isolated per call; ``NETARENA_SANDBOX_WARM=0`` (or a zygote that cannot start) starts a
+    fresh bubblewrap sandbox and interpreter instead (cold path). Both give the same result.
 
     Args:
         code: the agent's Python source; executed as a module in a fresh namespace that
@@ -102,6 +208,11 @@ def run_function(
         preamble: trusted code run first in the same namespace (e.g. ``"import networkx as nx"``).
         raise_unavailable: when False, an unusable sandbox returns
             ``failure="sandbox_unavailable"`` instead of raising.
+        share_argument: the argument is public and the same for many calls (the MALT
+            topology): on the warm path the zygote unpickles it once and every call gets its
+            own copy by fork, instead of a pickle through stdin. A zygote holds at most one
+            shared argument (another one restarts it), and every call of that zygote can read
+            it, so never share per-episode or secret data. Ignored on the cold path.
 
     Returns:
         A :class:`SandboxResult`; agent failures never raise.
@@ -118,53 +229,69 @@ def run_function(
         if raise_unavailable:
             raise
         return SandboxResult(False, None, "sandbox_unavailable", str(exc), 0.0, "")
+    program = seccomp_program()
+    zygote = _warm_zygote(plan, program)
+    held = [zygote] if zygote is not None else []
     try:
-        payload = pickle.dumps(
-            {
-                "code": code,
-                "function": function,
-                "preamble": preamble,
-                "argument": argument,
-                "limits": {
-                    "cpu_time_s": limits.cpu_time_s,
-                    "memory_bytes": limits.memory_bytes,
-                    "scratch_bytes": limits.scratch_bytes,
-                    "max_processes": limits.max_processes,
-                    "result_bytes": limits.result_bytes,
-                },
-            },
-            protocol=pickle.HIGHEST_PROTOCOL,
-        )
-    except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
-        raise SandboxSetupError(f"argument cannot be pickled: {exc}") from exc
+        return _run(
+            code, function, argument, limits, preamble, raise_unavailable, share_argument,
+            plan, program, held, t_start,
+        )  # fmt: skip
+    finally:
+        for zygote in held:
+            _zygote.release(zygote)
+
+
+def _run(
+    code: str, function: str, argument: object, limits: SandboxLimits, preamble: str,
+    raise_unavailable: bool, share_argument: bool, plan: _bwrap.Plan, program: bytes | None,
+    held: list[_zygote.Zygote], t_start: float,
+) -> SandboxResult:
+    """The body of :func:`run_function` once the plan and the zygote (``held``: the one the
+    call holds, empty on the cold path; replaced in place on a restart) are known."""
+    digest = None
+    if held and share_argument:
+        digest = _shared_argument(held, plan, program, argument)
+    payload = _pickle_payload(code, function, preamble, argument, digest, limits)
     uid = _bwrap.allocate_uid()
     cgroup = _make_cgroup(f"netarena-sbx-{os.getpid()}-{uid}", limits, raise_unavailable)
     if isinstance(cgroup, SandboxResult):
         return cgroup
-    program = seccomp_program()
     controls: tuple[str, ...] = ("bwrap", "uid", "rlimits", "ipc_limits")
     controls += ("seccomp",) if program is not None else ()
     controls += ("cgroup",) if cgroup is not None else ()
-    run = Run(t_start=t_start, limits=limits)
+    controls += ("warm",) if held else ()
     code_exit: int | None = None
+    proc: Any = None
     try:
-        read_fd, write_fd = os.pipe()
-        try:
-            seccomp_fd = filled_pipe(program) if program is not None else None
-            fds = (write_fd,) if seccomp_fd is None else (write_fd, seccomp_fd)
-            command = _bwrap.launcher_command(
-                plan,
-                cgroup.procs_files() if cgroup is not None else [],
-                _bwrap.bwrap_command(plan, uid, limits, write_fd, seccomp_fd),
-            )
+        if held:
             try:
+                proc, read_fd = _spawn_warm(held, plan, program, uid, limits, cgroup)
+            except SandboxUnavailableError as exc:
+                if raise_unavailable:
+                    raise
+                return SandboxResult(False, None, "sandbox_unavailable", str(exc), 0.0, "")
+        else:
+            read_fd, write_fd = os.pipe()
+            seccomp_fd = None
+            try:
+                seccomp_fd = filled_pipe(program) if program is not None else None
+                fds = (write_fd,) if seccomp_fd is None else (write_fd, seccomp_fd)
+                command = _bwrap.launcher_command(
+                    plan,
+                    cgroup.procs_files() if cgroup is not None else [],
+                    _bwrap.bwrap_command(plan, uid, limits, write_fd, seccomp_fd),
+                )
                 proc = _popen(command, fds)
             except OSError as exc:
+                os.close(read_fd)
                 raise SandboxUnavailableError(f"cannot start bwrap: {exc}") from exc
             finally:
                 os.close(write_fd)
                 if seccomp_fd is not None:
                     os.close(seccomp_fd)
+        run = Run(t_start=time.monotonic() if held else t_start, limits=limits)
+        try:
             try:
                 io_loop(proc, read_fd, payload, run)
             except BaseException:
@@ -182,8 +309,12 @@ def run_function(
                     if stream is not None:
                         with contextlib.suppress(OSError):
                             stream.close()
+                if held:
+                    proc.close()
         finally:
             os.close(read_fd)
+        if held and code_exit == -signal.SIGKILL and run.killed_for is None and not held[0].alive():
+            raise SandboxError("the warm sandbox's zygote died during the call")
         wall_s = time.monotonic() - t_start
         stdout = run.stdout.decode(errors="replace")
         stderr = run.stderr.decode(errors="replace")
