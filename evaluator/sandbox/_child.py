@@ -198,29 +198,31 @@ def main(argv: list[str]) -> int:
 # --- warm path: the zygote (docs/sandbox.md, "Warm path") ----------------------------------
 #
 # ``python ... sandbox_child.py --zygote <control_fd>`` runs this file as a long-lived zygote
-# inside bubblewrap, with CAP_SYS_ADMIN, CAP_SETUID, CAP_SETGID and CAP_SETPCAP kept. It runs
-# only trusted code: it imports the trusted modules once, holds at most one argument the
-# caller marked as shared, and forks one process per call:
+# inside bubblewrap, as root with only the capabilities of ``_bwrap.ZYGOTE_CAPS``. It runs only
+# trusted code: it imports the trusted modules once, holds at most one argument the caller
+# marked as shared, and per call forks two processes:
 #
-#   C  (zygote's pid namespace) says hello (the host learns its pid from SCM_CREDENTIALS and
-#      moves it into the call's cgroups), waits for "go", unshares pid, mount, IPC, net, UTS
-#      and cgroup namespaces and forks P1; it reports P1's exit status and exits.
-#   P1 (pid 1 of the call) makes every mount private, mounts a fresh /proc (its /proc/sys,
-#      /proc/sysrq-trigger, /proc/irq, /proc/bus read-only), a fresh devpts and a size-capped
-#      tmpfs /tmp, writes the SHM limits, brings lo up, forks A and exits with A's status
-#      (the kernel then kills whatever else is left in the namespace).
-#   A  (pid 2) starts a session, drops the capability bounding and ambient sets, takes the
-#      call's uid/gid with no groups (losing every capability), clears the inheritable set,
-#      sets no_new_privs, loads the seccomp filter and only then runs :func:`main` above.
+#   P1 (pid 1 of a new pid namespace: the zygote unshares CLONE_NEWPID, forks, and restores its
+#      own pid namespace for children with setns) takes the call's fds, unshares mount, IPC,
+#      net and UTS namespaces and says hello on the status socket (the host learns its host pid
+#      from SCM_CREDENTIALS and moves it into the call's cgroups meanwhile). It makes every
+#      mount private, mounts a fresh /proc (/proc/sys, /proc/sysrq-trigger, /proc/irq,
+#      /proc/bus read-only after the SHM limits are written), a fresh devpts and a size-capped
+#      tmpfs /tmp (read-only dirs under /tmp bound back), brings lo up, waits for "go",
+#      unshares the cgroup namespace, forks A, reports A's exit status and exits (the kernel
+#      then kills whatever is left in the namespace).
+#   A  (pid 2) closes the status socket, starts a session, drops the capability bounding and
+#      ambient sets, takes the call's uid/gid with no groups (losing every capability), clears
+#      the inheritable set, sets no_new_privs, loads the seccomp filter, checks all of that in
+#      /proc/self/status and only then runs :func:`main` above.
 
 #: The shared argument of the warm path: digest -> unpickled object (at most one entry).
 _CACHED: dict[str, Any] = {}
+_CLONE_NEWPID, _CLONE_NEWCGROUP = 0x20000000, 0x02000000
 _CLONE_FLAGS = (
     0x00020000  # CLONE_NEWNS
-    | 0x02000000  # CLONE_NEWCGROUP
     | 0x04000000  # CLONE_NEWUTS
     | 0x08000000  # CLONE_NEWIPC
-    | 0x20000000  # CLONE_NEWPID
     | 0x40000000  # CLONE_NEWNET
 )
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
@@ -243,6 +245,7 @@ def _libc() -> Any:
         )  # fmt: skip
         lib.prctl.argtypes = (ctypes.c_int,) + (ctypes.c_ulong,) * 4
         lib.unshare.argtypes = (ctypes.c_int,)
+        lib.setns.argtypes = (ctypes.c_int, ctypes.c_int)
         _libc_cache.append(lib)
     return _libc_cache[0]
 
@@ -359,6 +362,7 @@ def _drop_privileges(uid: int, program: bytes | None) -> None:
 def _agent_process(request: dict[str, Any], program: bytes | None) -> None:
     """A (pid 2 of the call): become the agent's unprivileged process and run :func:`main`."""
     try:
+        os.close(_WARM_STATUS_FD)
         os.setsid()
         os.chdir("/tmp")  # noqa: S108 - the call's private tmpfs
         _drop_privileges(int(request["uid"]), program)
@@ -370,17 +374,31 @@ def _agent_process(request: dict[str, Any], program: bytes | None) -> None:
     os._exit(main(sys.argv))
 
 
-def _call_init(request: dict[str, Any], config: dict[str, Any], program: bytes | None) -> None:
-    """P1 (pid 1 of the call): set up the call's filesystems, fork A, exit with its status."""
+def _call_init(
+    request: dict[str, Any], fds: list[int], config: dict[str, Any], program: bytes | None
+) -> None:
+    """P1 (pid 1 of the call): see the comment above; never returns."""
+    import fcntl
     import signal
+    import socket
 
     try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        os.close(_WARM_STATUS_FD)
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
+        for target, fd in enumerate(high):
+            os.dup2(fd, target)
+        os.closerange(_WARM_STATUS_FD + 1, os.sysconf("SC_OPEN_MAX"))
+        status = socket.socket(fileno=_WARM_STATUS_FD)
+        _check(_libc().unshare(_CLONE_FLAGS), "unshare")
+        status.sendall(b"h")  # the host reads this process's pid from SCM_CREDENTIALS
         _mount_call_filesystems(config, int(request["scratch_bytes"]))
         _loopback_up()
+        if status.recv(1) != b"g":
+            os._exit(1)
+        _check(_libc().unshare(_CLONE_NEWCGROUP), "unshare cgroup")  # rooted at the call's
         agent = os.fork()
-    except BaseException:  # noqa: BLE001
+    except BaseException:  # noqa: BLE001 - no agent code ran; the host sees no "ready"
         traceback.print_exc()
         sys.stderr.flush()
         os._exit(125)
@@ -394,46 +412,36 @@ def _call_init(request: dict[str, Any], config: dict[str, Any], program: bytes |
         signal.signal(number, signal.SIG_DFL)
     while True:
         try:
-            pid, status = os.wait()
+            pid, wait_status = os.wait()
         except ChildProcessError:
             os._exit(125)
         if pid == agent:
-            code = os.waitstatus_to_exitcode(status)
-            os._exit(code if code >= 0 else 128 - code)
+            code = os.waitstatus_to_exitcode(wait_status)
+            status.sendall(f"x{code if code >= 0 else 128 - code}".encode())
+            os._exit(0)
 
 
-def _call_child(
-    request: dict[str, Any], fds: list[int], config: dict[str, Any], program: bytes | None
+def _spawn(
+    request: dict[str, Any], fds: list[int], config: dict[str, Any], program: bytes | None,
+    control: Any, own_pid_ns: int,
 ) -> None:
-    """C: take the call's fds, wait for the host to place it in the cgroups, unshare the
-    call's namespaces, fork P1 and report its exit status on the status socket."""
-    import fcntl
-    import signal
-    import socket
-
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    zygote = os.getppid()
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != zygote:
-        os._exit(1)
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
-    for target, fd in enumerate(high):
-        os.dup2(fd, target)
-    os.closerange(_WARM_STATUS_FD + 1, os.sysconf("SC_OPEN_MAX"))
-    status = socket.socket(fileno=_WARM_STATUS_FD)
-    status.sendall(b"h")  # the host reads this process's pid from SCM_CREDENTIALS
-    if status.recv(1) != b"g":
-        os._exit(1)
-    _check(_libc().unshare(_CLONE_FLAGS), "unshare")
-    init = os.fork()
-    if init == 0:
-        _call_init(request, config, program)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2, _WARM_CHANNEL_FD):
-        os.dup2(null, fd)
-    _, wait_status = os.waitpid(init, 0)
-    status.sendall(f"x{os.waitstatus_to_exitcode(wait_status)}".encode())
-    os._exit(0)
+    """In the zygote: fork P1 as pid 1 of a new pid namespace, then restore the zygote's own
+    pid namespace for its later children (a failure there ends the zygote: it is restarted)."""
+    _check(_libc().unshare(_CLONE_NEWPID), "unshare pid")
+    try:
+        pid = os.fork()
+    except BaseException:
+        _check(_libc().setns(own_pid_ns, _CLONE_NEWPID), "setns pid")
+        raise
+    if pid == 0:
+        try:
+            control.close()
+            os.close(own_pid_ns)
+            _call_init(request, fds, config, program)
+        finally:
+            os._exit(1)
+    if _libc().setns(own_pid_ns, _CLONE_NEWPID) != 0:
+        os._exit(2)
 
 
 def zygote_main(control_fd: int) -> int:
@@ -450,6 +458,7 @@ def zygote_main(control_fd: int) -> int:
     import socket
 
     control = socket.socket(fileno=control_fd)
+    own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     config = json.loads(control.recv(1 << 20))
     program = bytes.fromhex(config["seccomp"]) if config.get("seccomp") else None
     for name in config["imports"]:
@@ -475,12 +484,7 @@ def zygote_main(control_fd: int) -> int:
                 gc.collect()
                 gc.freeze()
             elif request["op"] == "spawn" and len(fds) == 5:
-                if os.fork() == 0:
-                    try:
-                        control.close()
-                        _call_child(request, fds, config, program)
-                    finally:
-                        os._exit(1)
+                _spawn(request, fds, config, program, control, own_pid_ns)
         except Exception:  # noqa: BLE001 - a bad request never ends the zygote
             traceback.print_exc()
         finally:

@@ -64,8 +64,8 @@ class WarmProc:
     """A Popen-like handle of one warm call (what :func:`._io.io_loop` and ``_run`` use).
 
     Attributes:
-        pid: host pid of the call's first process (C); it is signalled through a pidfd, so
-            a recycled pid is never hit.
+        pid: host pid of the call's first process (its pid 1); it is signalled through a
+            pidfd, so a recycled pid is never hit.
         stdin, stdout, stderr: the parent's ends of the call's pipes.
     """
 
@@ -86,13 +86,13 @@ class WarmProc:
         self._status.sendall(b"g")
 
     def send_signal(self, number: int) -> None:
-        """Signal C (its pid-1 child has PDEATHSIG SIGKILL, so killing C kills the call)."""
+        """Signal the call's pid 1 (when it dies, the kernel kills its whole pid namespace)."""
         with contextlib.suppress(ProcessLookupError, OSError):
             signal.pidfd_send_signal(self._pidfd, number)
 
     def wait(self, timeout: float | None = None) -> int:
-        """Return the call's exit status: A's exit code, ``128 + signal`` when A was killed,
-        ``-signal`` when C or the call's pid 1 was killed (e.g. ``-9`` after a host kill).
+        """Return the call's exit status: the agent process's exit code, ``128 + signal`` when
+        it was killed, ``-9`` when the call's pid 1 ended without a status (killed).
 
         Raises:
             subprocess.TimeoutExpired: no status within ``timeout`` seconds.
