@@ -42,6 +42,7 @@ from evaluator.sandbox._types import (
     SandboxResult,
     SandboxSetupError,
     SandboxUnavailableError,
+    SharedArgument,
 )
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "SandboxResult",
     "SandboxSetupError",
     "SandboxUnavailableError",
+    "SharedArgument",
     "check_host",
     "run_function",
 ]

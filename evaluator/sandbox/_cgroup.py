@@ -214,7 +214,7 @@ class Cgroup:
             if self.version == 2:
                 with contextlib.suppress(OSError):
                     (directory / "cgroup.kill").write_text("1")
-            for _ in range(50):
+            for attempt in range(60):
                 try:
                     pids = [int(p) for p in (directory / "cgroup.procs").read_text().split()]
                 except (OSError, ValueError):
@@ -224,17 +224,17 @@ class Cgroup:
                 for pid in pids:
                     with contextlib.suppress(OSError):
                         os.kill(pid, signal.SIGKILL)
-                time.sleep(0.01)
+                time.sleep(min(0.01, 0.0005 * 2**attempt))  # exiting processes go quickly
 
     def destroy(self) -> None:
         """Kill what is left and remove the group directories (missing ones are fine)."""
         self.kill_all()
         for directory in self.dirs.values():
-            for _ in range(100):
+            for _ in range(500):
                 try:
                     directory.rmdir()
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
-                    time.sleep(0.01)
+                    time.sleep(0.002)

@@ -168,6 +168,8 @@ def main(argv: list[str]) -> int:
         payload = pickle.loads(sys.stdin.buffer.read())  # noqa: S301 - written by the parent
         if payload.get("argument_digest") is not None:  # warm path: the zygote's shared copy
             payload["argument"] = _CACHED[payload["argument_digest"]]
+        elif payload.get("argument_pickle") is not None:  # a shared argument, cold path
+            payload["argument"] = pickle.loads(payload["argument_pickle"])  # noqa: S301
         namespace: dict[str, Any] = {"__name__": "__agent__", "__builtins__": builtins}
         exec(compile(payload["preamble"], "<preamble>", "exec"), namespace)  # noqa: S102
         null = os.open(os.devnull, os.O_RDONLY)
@@ -203,9 +205,9 @@ def main(argv: list[str]) -> int:
 # marked as shared, and per call forks two processes:
 #
 #   P1 (pid 1 of a new pid namespace: the zygote unshares CLONE_NEWPID, forks, and restores its
-#      own pid namespace for children with setns) takes the call's fds, unshares mount, IPC,
-#      net and UTS namespaces and says hello on the status socket (the host learns its host pid
-#      from SCM_CREDENTIALS and moves it into the call's cgroups meanwhile). It makes every
+#      own pid namespace for children with setns) takes the call's fds and says hello on the
+#      status socket (the host learns its host pid from SCM_CREDENTIALS and moves it into the
+#      call's cgroups meanwhile), unshares mount, IPC, net and UTS namespaces, makes every
 #      mount private, mounts a fresh /proc (/proc/sys, /proc/sysrq-trigger, /proc/irq,
 #      /proc/bus read-only after the SHM limits are written), a fresh devpts and a size-capped
 #      tmpfs /tmp (read-only dirs under /tmp bound back), brings lo up, waits for "go",
@@ -390,8 +392,8 @@ def _call_init(
             os.dup2(fd, target)
         os.closerange(_WARM_STATUS_FD + 1, os.sysconf("SC_OPEN_MAX"))
         status = socket.socket(fileno=_WARM_STATUS_FD)
-        _check(_libc().unshare(_CLONE_FLAGS), "unshare")
         status.sendall(b"h")  # the host reads this process's pid from SCM_CREDENTIALS
+        _check(_libc().unshare(_CLONE_FLAGS), "unshare")
         _mount_call_filesystems(config, int(request["scratch_bytes"]))
         _loopback_up()
         if status.recv(1) != b"g":

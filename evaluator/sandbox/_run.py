@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import pickle
@@ -28,6 +27,7 @@ from evaluator.sandbox._types import (
     SandboxResult,
     SandboxSetupError,
     SandboxUnavailableError,
+    SharedArgument,
 )
 
 logger = logging.getLogger(__name__)
@@ -87,17 +87,20 @@ def _popen(command: list[str], fds: tuple[int, ...]) -> Any:
 
 
 def _pickle_payload(
-    code: str, function: str, preamble: str, argument: object, digest: str | None,
+    code: str, function: str, preamble: str, argument: object, warm_shared: bool,
     limits: SandboxLimits,
 ) -> bytes:
+    """The child's stdin: everything but a shared argument the zygote already holds."""
+    shared = argument if isinstance(argument, SharedArgument) else None
     try:
         return pickle.dumps(
             {
                 "code": code,
                 "function": function,
                 "preamble": preamble,
-                "argument": argument if digest is None else None,
-                "argument_digest": digest,
+                "argument": None if shared is not None else argument,
+                "argument_pickle": shared.data if shared is not None and not warm_shared else None,
+                "argument_digest": shared.digest if shared is not None and warm_shared else None,
                 "limits": {
                     "cpu_time_s": limits.cpu_time_s,
                     "memory_bytes": limits.memory_bytes,
@@ -132,25 +135,18 @@ def _replace(held: list[_zygote.Zygote], plan: _bwrap.Plan, program: bytes | Non
     held[0] = replacement
 
 
-def _shared_argument(
-    held: list[_zygote.Zygote], plan: _bwrap.Plan, program: bytes | None, argument: object
-) -> str:
-    """Make ``argument`` the shared argument of the zygote in ``held[0]`` (replacing that
-    zygote when it held another one: a zygote never holds two, see docs/sandbox.md); return
-    its digest."""
-    try:
-        data = pickle.dumps(argument, protocol=pickle.HIGHEST_PROTOCOL)
-    except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
-        raise SandboxSetupError(f"argument cannot be pickled: {exc}") from exc
-    digest = hashlib.sha256(data).hexdigest()
-    if held[0].digest != digest:
+def _share(
+    held: list[_zygote.Zygote], plan: _bwrap.Plan, program: bytes | None, shared: SharedArgument
+) -> None:
+    """Make ``shared`` the shared argument of the zygote in ``held[0]``, replacing that zygote
+    when it held another one (a zygote never holds two, see docs/sandbox.md)."""
+    if held[0].digest != shared.digest:
         if held[0].digest is not None:
             _replace(held, plan, program)
         try:
-            held[0].preload(digest, data)
+            held[0].preload(shared.digest, shared.data)
         except _zygote.ZygoteError as exc:
             raise SandboxUnavailableError(str(exc)) from exc
-    return digest
 
 
 def _spawn_warm(
@@ -190,7 +186,6 @@ def run_function(
     limits: SandboxLimits = SandboxLimits(),  # noqa: B008 - frozen, immutable default
     preamble: str = "",
     raise_unavailable: bool = True,
-    share_argument: bool = False,
 ) -> SandboxResult:
     """Run ``function(argument)`` from untrusted ``code`` in a fresh sandboxed process.
 
@@ -203,16 +198,12 @@ def run_function(
             already holds whatever ``preamble`` defined.
         function: name of the function the code must define (e.g. ``"process_graph"``).
         argument: trusted data pickled by the parent and unpickled in the child (a deep copy:
-            the caller's object is never touched).
+            the caller's object is never touched), or a :class:`SharedArgument` (public data
+            used by many calls, pickled once; on the warm path held by the zygote).
         limits: see :class:`SandboxLimits`.
         preamble: trusted code run first in the same namespace (e.g. ``"import networkx as nx"``).
         raise_unavailable: when False, an unusable sandbox returns
             ``failure="sandbox_unavailable"`` instead of raising.
-        share_argument: the argument is public and the same for many calls (the MALT
-            topology): on the warm path the zygote unpickles it once and every call gets its
-            own copy by fork, instead of a pickle through stdin. A zygote holds at most one
-            shared argument (another one restarts it), and every call of that zygote can read
-            it, so never share per-episode or secret data. Ignored on the cold path.
 
     Returns:
         A :class:`SandboxResult`; agent failures never raise.
@@ -234,8 +225,8 @@ def run_function(
     held = [zygote] if zygote is not None else []
     try:
         return _run(
-            code, function, argument, limits, preamble, raise_unavailable, share_argument,
-            plan, program, held, t_start,
+            code, function, argument, limits, preamble, raise_unavailable, plan, program,
+            held, t_start,
         )  # fmt: skip
     finally:
         for zygote in held:
@@ -244,15 +235,16 @@ def run_function(
 
 def _run(
     code: str, function: str, argument: object, limits: SandboxLimits, preamble: str,
-    raise_unavailable: bool, share_argument: bool, plan: _bwrap.Plan, program: bytes | None,
+    raise_unavailable: bool, plan: _bwrap.Plan, program: bytes | None,
     held: list[_zygote.Zygote], t_start: float,
 ) -> SandboxResult:
     """The body of :func:`run_function` once the plan and the zygote (``held``: the one the
     call holds, empty on the cold path; replaced in place on a restart) are known."""
-    digest = None
-    if held and share_argument:
-        digest = _shared_argument(held, plan, program, argument)
-    payload = _pickle_payload(code, function, preamble, argument, digest, limits)
+    warm_shared = bool(held) and isinstance(argument, SharedArgument)
+    if warm_shared:
+        assert isinstance(argument, SharedArgument)
+        _share(held, plan, program, argument)
+    payload = _pickle_payload(code, function, preamble, argument, warm_shared, limits)
     uid = _bwrap.allocate_uid()
     cgroup = _make_cgroup(f"netarena-sbx-{os.getpid()}-{uid}", limits, raise_unavailable)
     if isinstance(cgroup, SandboxResult):
