@@ -206,17 +206,22 @@ def main(argv: list[str]) -> int:
 #
 #   P1 (pid 1 of a new pid namespace: the zygote unshares CLONE_NEWPID, forks, and restores its
 #      own pid namespace for children with setns) takes the call's fds and says hello on the
-#      status socket (the host learns its host pid from SCM_CREDENTIALS and moves it into the
-#      call's cgroups meanwhile), unshares mount, IPC, net and UTS namespaces, makes every
-#      mount private, mounts a fresh /proc (/proc/sys, /proc/sysrq-trigger, /proc/irq,
-#      /proc/bus read-only after the SHM limits are written), a fresh devpts and a size-capped
-#      tmpfs /tmp (read-only dirs under /tmp bound back), brings lo up, waits for "go",
-#      unshares the cgroup namespace, forks A, reports A's exit status and exits (the kernel
-#      then kills whatever is left in the namespace).
-#   A  (pid 2) closes the status socket, starts a session, drops the capability bounding and
-#      ambient sets, takes the call's uid/gid with no groups (losing every capability), clears
-#      the inheritable set, sets no_new_privs, loads the seccomp filter, checks all of that in
-#      /proc/self/status and only then runs :func:`main` above.
+#      status socket (the host learns its host pid from SCM_CREDENTIALS), unshares mount, IPC,
+#      net and UTS namespaces, makes every mount private, mounts a fresh /proc (/proc/sys,
+#      /proc/sysrq-trigger, /proc/irq, /proc/bus read-only after the SHM limits are written)
+#      and a fresh devpts, brings lo up, forks A, reports A's exit status and exits (the
+#      kernel then kills whatever is left in the namespace).
+#   A  (pid 2) says hello too and closes the status socket; then it waits for the header line
+#      on stdin, which the host writes only after it moved P1 and A into the call's cgroups.
+#      Then A unshares the cgroup namespace, mounts the call's size-capped tmpfs /tmp, starts a
+#      session, drops the capability bounding and ambient sets, takes the call's uid/gid with
+#      no groups (losing every capability), clears the inheritable set, sets no_new_privs,
+#      loads the seccomp filter, checks all of that in /proc/self/status and only then runs
+#      :func:`main` above, which reads the rest of stdin.
+#
+# The host keeps one such pair forked ahead of time (a spare), so a call only pays for the
+# header and what follows. Until its header arrives a spare has run trusted code only, holds
+# nothing of any call and belongs to no call's cgroup.
 
 #: The shared argument of the warm path: digest -> unpickled object (at most one entry).
 _CACHED: dict[str, Any] = {}
@@ -277,11 +282,9 @@ def _prctl(option: int, arg: int = 0) -> None:
     _check(_libc().prctl(option, arg, 0, 0, 0), f"prctl {option}")
 
 
-def _mount_call_filesystems(config: dict[str, Any], scratch_bytes: int) -> None:
-    """P1: private mounts, fresh /proc (sysctl parts read-only after the SHM limits), devpts,
-    the call's size-capped /tmp with the read-only dirs that live under /tmp bound back."""
+def _mount_call_filesystems(config: dict[str, Any]) -> None:
+    """P1: private mounts, fresh /proc (sysctl parts read-only after the SHM limits), devpts."""
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-    kept = [(os.open(d, os.O_PATH | os.O_DIRECTORY), d) for d in config["tmp_ro_dirs"]]
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     for name, value in config["shm_limits"].items():
         with open(f"/proc/sys/kernel/{name}", "w") as handle:
@@ -293,6 +296,12 @@ def _mount_call_filesystems(config: dict[str, Any], scratch_bytes: int) -> None:
             _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     pts_options = "newinstance,ptmxmode=0666,mode=620"
     _mount("devpts", "/dev/pts", "devpts", _MS_NOSUID | _MS_NOEXEC, pts_options)
+
+
+def _mount_scratch(config: dict[str, Any], scratch_bytes: int) -> None:
+    """A, once the call is known: its size-capped /tmp, with the read-only dirs that live
+    under /tmp bound back on top (as bubblewrap's order of mounts does on the cold path)."""
+    kept = [(os.open(d, os.O_PATH | os.O_DIRECTORY), d) for d in config["tmp_ro_dirs"]]
     scratch = "/tmp"  # noqa: S108 - the call's own tmpfs, mounted here
     _mount("tmpfs", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={scratch_bytes},mode=1777")
     for fd, directory in kept:
@@ -300,6 +309,19 @@ def _mount_call_filesystems(config: dict[str, Any], scratch_bytes: int) -> None:
         _mount(f"/proc/self/fd/{fd}", directory, None, _MS_BIND | _MS_REC)
         _mount(None, directory, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
         os.close(fd)
+
+
+def _read_header() -> dict[str, Any] | None:
+    """A: the call's header line on stdin (``{"uid", "scratch_bytes"}``), or ``None`` at EOF
+    (an unused spare). Read byte by byte so that the pickle after it stays in the pipe."""
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        byte = os.read(0, 1)
+        if not byte or len(line) > 4096:
+            return None
+        line += byte
+    header: dict[str, Any] = json.loads(line)
+    return header
 
 
 def _loopback_up() -> None:
@@ -361,13 +383,22 @@ def _drop_privileges(uid: int, program: bytes | None) -> None:
         raise OSError("identity not dropped")
 
 
-def _agent_process(request: dict[str, Any], program: bytes | None) -> None:
-    """A (pid 2 of the call): become the agent's unprivileged process and run :func:`main`."""
+def _agent_process(config: dict[str, Any], program: bytes | None) -> None:
+    """A (pid 2 of the call): wait for the call, become the agent's unprivileged process in
+    its cgroup namespace and scratch dir, and run :func:`main`."""
+    import socket
+
     try:
-        os.close(_WARM_STATUS_FD)
+        with socket.socket(fileno=_WARM_STATUS_FD) as status:
+            status.sendall(b"a")  # the host moves this process into the cgroups as well
+        header = _read_header()  # written by the host once both processes are in the cgroups
+        if header is None:
+            os._exit(0)
+        _check(_libc().unshare(_CLONE_NEWCGROUP), "unshare cgroup")  # rooted at the call's
+        _mount_scratch(config, int(header["scratch_bytes"]))
         os.setsid()
         os.chdir("/tmp")  # noqa: S108 - the call's private tmpfs
-        _drop_privileges(int(request["uid"]), program)
+        _drop_privileges(int(header["uid"]), program)
     except BaseException:  # noqa: BLE001 - no agent code ran; the host sees no "ready"
         traceback.print_exc()
         sys.stderr.flush()
@@ -376,9 +407,7 @@ def _agent_process(request: dict[str, Any], program: bytes | None) -> None:
     os._exit(main(sys.argv))
 
 
-def _call_init(
-    request: dict[str, Any], fds: list[int], config: dict[str, Any], program: bytes | None
-) -> None:
+def _call_init(fds: list[int], config: dict[str, Any], program: bytes | None) -> None:
     """P1 (pid 1 of the call): see the comment above; never returns."""
     import fcntl
     import signal
@@ -394,18 +423,15 @@ def _call_init(
         status = socket.socket(fileno=_WARM_STATUS_FD)
         status.sendall(b"h")  # the host reads this process's pid from SCM_CREDENTIALS
         _check(_libc().unshare(_CLONE_FLAGS), "unshare")
-        _mount_call_filesystems(config, int(request["scratch_bytes"]))
+        _mount_call_filesystems(config)
         _loopback_up()
-        if status.recv(1) != b"g":
-            os._exit(1)
-        _check(_libc().unshare(_CLONE_NEWCGROUP), "unshare cgroup")  # rooted at the call's
         agent = os.fork()
     except BaseException:  # noqa: BLE001 - no agent code ran; the host sees no "ready"
         traceback.print_exc()
         sys.stderr.flush()
         os._exit(125)
     if agent == 0:
-        _agent_process(request, program)
+        _agent_process(config, program)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2, _WARM_CHANNEL_FD):
         os.dup2(null, fd)
@@ -424,8 +450,7 @@ def _call_init(
 
 
 def _spawn(
-    request: dict[str, Any], fds: list[int], config: dict[str, Any], program: bytes | None,
-    control: Any, own_pid_ns: int,
+    fds: list[int], config: dict[str, Any], program: bytes | None, control: Any, own_pid_ns: int
 ) -> None:
     """In the zygote: fork P1 as pid 1 of a new pid namespace, then restore the zygote's own
     pid namespace for its later children (a failure there ends the zygote: it is restarted)."""
@@ -439,7 +464,7 @@ def _spawn(
         try:
             control.close()
             os.close(own_pid_ns)
-            _call_init(request, fds, config, program)
+            _call_init(fds, config, program)
         finally:
             os._exit(1)
     if _libc().setns(own_pid_ns, _CLONE_NEWPID) != 0:
@@ -451,7 +476,8 @@ def zygote_main(control_fd: int) -> int:
 
     ``config`` (first message): ``imports``, ``tmp_ro_dirs``, ``shm_limits``, ``seccomp``
     (hex or null). Requests: ``{"op": "preload", "digest"}`` + a memfd holding the pickle;
-    ``{"op": "spawn", "uid", "scratch_bytes"}`` + stdin, stdout, stderr, channel, status fds.
+    ``{"op": "spawn"}`` + stdin, stdout, stderr, channel, status fds (the call's uid and
+    scratch size come later, as the header line on stdin).
     Exits when the host closes the socket.
     """
     import gc
@@ -486,7 +512,7 @@ def zygote_main(control_fd: int) -> int:
                 gc.collect()
                 gc.freeze()
             elif request["op"] == "spawn" and len(fds) == 5:
-                _spawn(request, fds, config, program, control, own_pid_ns)
+                _spawn(fds, config, program, control, own_pid_ns)
         except Exception:  # noqa: BLE001 - a bad request never ends the zygote
             traceback.print_exc()
         finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import pickle
@@ -150,14 +151,18 @@ def _share(
 
 
 def _spawn_warm(
-    held: list[_zygote.Zygote], plan: _bwrap.Plan, program: bytes | None, uid: int,
-    limits: SandboxLimits, cgroup: Cgroup | None,
+    held: list[_zygote.Zygote], plan: _bwrap.Plan, program: bytes | None,
+    cgroup: Cgroup | None,
 ) -> tuple[_zygote.WarmProc, int]:
-    """Fork the call's child from the zygote (restarting a dead zygote once), place it in the
-    call's cgroups and let it go. Raises :class:`SandboxUnavailableError`."""
+    """Get the call's processes from the zygote (restarting a dead zygote once) and place
+    both in the call's cgroups; they proceed when the header arrives on their stdin.
+
+    Raises:
+        SandboxUnavailableError: no processes, or the cgroups refused them.
+    """
     for attempt in range(2):
         try:
-            proc, read_fd = held[0].spawn(uid, limits.scratch_bytes)
+            proc, agent_pid, read_fd = held[0].spawn()
             break
         except _zygote.ZygoteError as exc:
             if attempt == 1 or held[0].digest is not None:
@@ -169,11 +174,14 @@ def _spawn_warm(
     try:
         if cgroup is not None:
             cgroup.add(proc.pid)
-        proc.go()
+            cgroup.add(agent_pid)
     except OSError as exc:
         proc.send_signal(signal.SIGKILL)
         proc.close()
         os.close(read_fd)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
         raise SandboxUnavailableError(f"cannot place the sandbox in its cgroup: {exc}") from exc
     return proc, read_fd
 
@@ -258,11 +266,13 @@ def _run(
     try:
         if held:
             try:
-                proc, read_fd = _spawn_warm(held, plan, program, uid, limits, cgroup)
+                proc, read_fd = _spawn_warm(held, plan, program, cgroup)
             except SandboxUnavailableError as exc:
                 if raise_unavailable:
                     raise
                 return SandboxResult(False, None, "sandbox_unavailable", str(exc), 0.0, "")
+            header = {"uid": uid, "scratch_bytes": limits.scratch_bytes}
+            payload = json.dumps(header).encode() + b"\n" + payload
         else:
             read_fd, write_fd = os.pipe()
             seccomp_fd = None

@@ -85,10 +85,6 @@ class WarmProc:
         self._received = bytearray()
         self.returncode: int | None = None
 
-    def go(self) -> None:
-        """Let the child proceed (after it was placed in the cgroups)."""
-        self._status.sendall(b"g")
-
     def send_signal(self, number: int) -> None:
         """Signal the call's pid 1 (when it dies, the kernel kills its whole pid namespace)."""
         with contextlib.suppress(ProcessLookupError, OSError):
@@ -137,6 +133,7 @@ class Zygote:
         #: Calls in flight (a retired zygote is stopped when the last one ends).
         self.active = 0
         self.retired = False
+        self._spare: _Pending | None = None
         self._lock = threading.Lock()
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = host
@@ -191,6 +188,10 @@ class Zygote:
 
     def stop(self) -> None:
         """Close the control socket (the zygote exits) and kill bubblewrap."""
+        with self._lock:
+            if self._spare is not None:
+                self._spare.discard()
+                self._spare = None
         with contextlib.suppress(OSError):
             self._sock.close()
         with contextlib.suppress(OSError):
@@ -217,15 +218,8 @@ class Zygote:
         except OSError as exc:
             raise ZygoteError(f"zygote unreachable: {exc}") from exc
 
-    def spawn(self, uid: int, scratch_bytes: int) -> tuple[WarmProc, int]:
-        """Fork one call's child; return its handle and the parent's end of the result channel.
-
-        The child waits (in the zygote's namespaces, as root, before any agent code) until
-        :meth:`WarmProc.go`.
-
-        Raises:
-            ZygoteError: the zygote did not fork a child in time.
-        """
+    def _request(self) -> _Pending:
+        """Ask the zygote for one call's process pair (not waited for)."""
         pipes = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, result channel
         for _reader, writer in (pipes[0], pipes[3]):  # fewer wake-ups for a graph in or out
             with contextlib.suppress(OSError):
@@ -233,39 +227,75 @@ class Zygote:
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         host_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         child_fds = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1], child_end.fileno()]
-        parent_fds = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
+        pending = _Pending(host_end, [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]])
         try:
-            with self._lock:
-                self._send({"op": "spawn", "uid": uid, "scratch_bytes": scratch_bytes}, child_fds)
+            self._send({"op": "spawn"}, child_fds)
         except BaseException:
-            for fd in parent_fds:
-                os.close(fd)
-            host_end.close()
+            pending.discard()
             raise
         finally:
             for fd in child_fds[:4]:
                 os.close(fd)
             child_end.close()
+        pending.digest = self.digest
+        return pending
+
+    def spawn(self) -> tuple[WarmProc, int, int]:
+        """Return one call's processes: a handle on its pid 1, the host pid of its agent
+        process (both still outside any call cgroup, waiting for the header on stdin) and
+        the parent's end of the result channel. A spare forked ahead of time is used when it
+        matches the zygote's shared argument; a new spare is asked for at once.
+
+        Raises:
+            ZygoteError: the zygote did not fork the processes in time.
+        """
+        with self._lock:
+            pending, self._spare = self._spare, None
+            if pending is not None and pending.digest != self.digest:
+                pending.discard()
+                pending = None
+            if pending is None:
+                pending = self._request()
+            if os.getpid() == self.owner:
+                with contextlib.suppress(ZygoteError):
+                    self._spare = self._request()
         try:
-            pid = _hello_pid(host_end)
-            proc = WarmProc(pid, host_end, parent_fds[0], parent_fds[1], parent_fds[2])
+            init_pid = _hello_pid(pending.status, b"h")
+            agent_pid = _hello_pid(pending.status, b"a")
+            fds = pending.fds
+            proc = WarmProc(init_pid, pending.status, fds[0], fds[1], fds[2])
         except BaseException:
-            for fd in parent_fds:
-                os.close(fd)
-            host_end.close()
+            pending.discard()
             raise
-        return proc, parent_fds[3]
+        return proc, agent_pid, fds[3]
 
 
-def _hello_pid(sock: socket.socket) -> int:
-    """Read the child's hello byte and return its host pid from ``SCM_CREDENTIALS``."""
+class _Pending:
+    """A requested, not yet used process pair: the host's socket and pipe ends."""
+
+    def __init__(self, status: socket.socket, fds: list[int]) -> None:
+        self.status = status
+        self.fds = fds
+        self.digest: str | None = None
+
+    def discard(self) -> None:
+        """Close the host's ends: the agent process reads EOF for its header and exits."""
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.status.close()
+
+
+def _hello_pid(sock: socket.socket, expected: bytes) -> int:
+    """Read one hello byte (``expected``) and return its sender's host pid from
+    ``SCM_CREDENTIALS``."""
     ready, _, _ = select.select([sock], [], [], HELLO_TIMEOUT_S)
     if not ready:
         raise ZygoteError("the zygote's child did not say hello")
     size = socket.CMSG_SPACE(struct.calcsize("iII"))
     data, ancillary, _, _ = sock.recvmsg(1, size)
     for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and data == b"h":
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and data == expected:
             pid, _, _ = struct.unpack("iII", payload[: struct.calcsize("iII")])
             if pid > 0:
                 return int(pid)
