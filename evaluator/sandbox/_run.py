@@ -315,7 +315,12 @@ def _run(
                     proc.close()
         finally:
             os.close(read_fd)
-        if held and code_exit == -signal.SIGKILL and run.killed_for is None and not held[0].alive():
+        if (
+            held
+            and code_exit == -signal.SIGKILL
+            and run.killed_for is None
+            and held[0].died(within_s=0.5)
+        ):  # the call's pid 1 was killed by the zygote's end (PDEATHSIG), not by the agent
             raise SandboxError("the warm sandbox's zygote died during the call")
         wall_s = time.monotonic() - t_start
         stdout = run.stdout.decode(errors="replace")

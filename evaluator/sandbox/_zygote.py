@@ -186,6 +186,25 @@ class Zygote:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def died(self, within_s: float) -> bool:
+        """True when the zygote has ended, or ends within ``within_s`` seconds."""
+        try:
+            self.proc.wait(timeout=within_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def detach(self) -> None:
+        """In a forked copy of the owner process: close this copy's ends without stopping
+        the zygote (it belongs to the owner, and must see EOF when the owner exits)."""
+        if self._spare is not None:
+            self._spare.discard()
+            self._spare = None
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        with contextlib.suppress(OSError):
+            self._log.close()
+
     def stop(self) -> None:
         """Close the control socket (the zygote exits) and kill bubblewrap."""
         with self._lock:
@@ -360,4 +379,14 @@ def stop_all() -> None:
             _retire(zygote)
 
 
+def _after_fork_in_child() -> None:
+    """A forked worker starts its own zygote; it drops its copies of the parent's ends."""
+    global _registry_lock
+    _registry_lock = threading.Lock()  # another thread may have held it at the fork
+    for zygote in list(_zygotes.values()):
+        zygote.detach()
+    _zygotes.clear()
+
+
 atexit.register(stop_all)
+os.register_at_fork(after_in_child=_after_fork_in_child)
