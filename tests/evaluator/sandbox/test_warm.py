@@ -158,8 +158,13 @@ def test_a_zygote_dying_during_a_call_is_an_infrastructure_error() -> None:
 
     assert run("def f(x):\n    return 1\n").ok
     victim = _zygote_host_pid(_zygote_now())
+
+    def kill_later() -> None:
+        time.sleep(0.5)
+        os.kill(victim, signal.SIGKILL)
+
     killer = ThreadPoolExecutor(max_workers=1)
-    future = killer.submit(lambda: (time.sleep(0.5), os.kill(victim, signal.SIGKILL)))
+    future = killer.submit(kill_later)
     try:
         with pytest.raises(SandboxError, match="zygote died"):
             run("import time\ndef f(x):\n    time.sleep(5)\n", limits=SandboxLimits(10.0))
