@@ -355,7 +355,9 @@ def check_host(limits: SandboxLimits = SandboxLimits()) -> tuple[str, ...]:  # n
 
     Resolves the tools (root, bwrap, setpriv, unshare) and creates and removes one probe
     cgroup with ``limits``. A worker that runs MALT episodes calls this once when it starts,
-    so that a host without a memory cgroup fails loudly instead of per episode.
+    so that a host without a memory cgroup fails loudly instead of per episode. With the warm
+    path on it also starts this process's zygote (``"warm"`` among the layers when it did;
+    when it cannot start, calls use the cold path and a warning is logged).
 
     Raises:
         SandboxUnavailableError: the reason, e.g. no memory limit can be enforced (unless
@@ -368,4 +370,8 @@ def check_host(limits: SandboxLimits = SandboxLimits()) -> tuple[str, ...]:  # n
     if isinstance(probe, Cgroup):
         probe.destroy()
         controls += ("cgroup",)
+    zygote = _warm_zygote(_bwrap.plan(), seccomp_program())
+    if zygote is not None:
+        _zygote.release(zygote)
+        controls += ("warm",)
     return controls
