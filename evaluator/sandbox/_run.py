@@ -141,21 +141,27 @@ def _share(
 ) -> None:
     """Make ``shared`` the shared argument of the zygote in ``held[0]``, replacing that zygote
     when it held another one (a zygote never holds two, see docs/sandbox.md)."""
-    if held[0].digest != shared.digest:
-        if held[0].digest is not None:
-            _replace(held, plan, program)
-        try:
-            held[0].preload(shared.digest, shared.data)
-        except _zygote.ZygoteError as exc:
-            raise SandboxUnavailableError(str(exc)) from exc
+    while True:
+        zygote = held[0]
+        with zygote.share_lock:
+            if zygote.digest == shared.digest:
+                return
+            if zygote.digest is None:
+                try:
+                    zygote.preload(shared.digest, shared.data)
+                except _zygote.ZygoteError as exc:
+                    raise SandboxUnavailableError(str(exc)) from exc
+                return
+        _replace(held, plan, program)
 
 
 def _spawn_warm(
     held: list[_zygote.Zygote], plan: _bwrap.Plan, program: bytes | None,
-    cgroup: Cgroup | None,
+    cgroup: Cgroup | None, shared: SharedArgument | None,
 ) -> tuple[_zygote.WarmProc, int]:
-    """Get the call's processes from the zygote (restarting a dead zygote once) and place
-    both in the call's cgroups; they proceed when the header arrives on their stdin.
+    """Get the call's processes from the zygote (restarting a dead zygote once, with the
+    shared argument loaded again) and place both in the call's cgroups; they proceed when the
+    header arrives on their stdin.
 
     Raises:
         SandboxUnavailableError: no processes, or the cgroups refused them.
@@ -165,12 +171,13 @@ def _spawn_warm(
             proc, agent_pid, read_fd = held[0].spawn()
             break
         except _zygote.ZygoteError as exc:
-            if attempt == 1 or held[0].digest is not None:
-                # a shared argument would have to be preloaded again: the caller retries
+            if attempt == 1:
                 raise SandboxUnavailableError(
                     f"sandbox did not start (warm zygote: {exc}): {held[0].log_tail()}"
                 ) from exc
             _replace(held, plan, program)
+            if shared is not None:
+                _share(held, plan, program, shared)
     try:
         if cgroup is not None:
             cgroup.add(proc.pid)
@@ -182,6 +189,8 @@ def _spawn_warm(
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+        if isinstance(exc, ProcessLookupError):  # gone with a dying zygote: start again
+            raise _zygote.ZygoteError(f"the zygote's child is gone: {exc}") from exc
         raise SandboxUnavailableError(f"cannot place the sandbox in its cgroup: {exc}") from exc
     return proc, read_fd
 
@@ -232,10 +241,17 @@ def run_function(
     zygote = _warm_zygote(plan, program)
     held = [zygote] if zygote is not None else []
     try:
-        return _run(
-            code, function, argument, limits, preamble, raise_unavailable, plan, program,
-            held, t_start,
-        )  # fmt: skip
+        try:
+            return _run(
+                code, function, argument, limits, preamble, raise_unavailable, plan, program,
+                held, t_start,
+            )  # fmt: skip
+        except _zygote.ZygoteError:  # died before the call's agent process started: again
+            _replace(held, plan, program)
+            return _run(
+                code, function, argument, limits, preamble, raise_unavailable, plan, program,
+                held, t_start,
+            )  # fmt: skip
     finally:
         for zygote in held:
             _zygote.release(zygote)
@@ -266,7 +282,9 @@ def _run(
     try:
         if held:
             try:
-                proc, read_fd = _spawn_warm(held, plan, program, cgroup)
+                shared = argument if warm_shared else None
+                assert shared is None or isinstance(shared, SharedArgument)
+                proc, read_fd = _spawn_warm(held, plan, program, cgroup, shared)
             except SandboxUnavailableError as exc:
                 if raise_unavailable:
                     raise
@@ -321,6 +339,8 @@ def _run(
             and run.killed_for is None
             and held[0].died(within_s=0.5)
         ):  # the call's pid 1 was killed by the zygote's end (PDEATHSIG), not by the agent
+            if run.t_ready is None:  # no agent code ran: the caller may simply try again
+                raise _zygote.ZygoteError("the warm sandbox's zygote died before the call")
             raise SandboxError("the warm sandbox's zygote died during the call")
         wall_s = time.monotonic() - t_start
         stdout = run.stdout.decode(errors="replace")

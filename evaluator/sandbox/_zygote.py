@@ -135,6 +135,8 @@ class Zygote:
         self.retired = False
         self._spare: _Pending | None = None
         self._lock = threading.Lock()
+        #: Held while a caller checks and loads the shared argument.
+        self.share_lock = threading.Lock()
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = host
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for the zygote's life
@@ -283,6 +285,9 @@ class Zygote:
             agent_pid = _hello_pid(pending.status, b"a")
             fds = pending.fds
             proc = WarmProc(init_pid, pending.status, fds[0], fds[1], fds[2])
+        except ProcessLookupError as exc:  # pidfd_open: the pair died (with the zygote)
+            pending.discard()
+            raise ZygoteError(f"the zygote's child is gone: {exc}") from exc
         except BaseException:
             pending.discard()
             raise

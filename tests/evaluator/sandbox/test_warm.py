@@ -220,3 +220,20 @@ def test_graph_results_are_unchanged_on_the_warm_path() -> None:
     assert result.ok
     back = nx.node_link_graph(result.value["__networkx__"], edges="links")
     assert nx.utils.graphs_equal(back, graph)
+
+
+def test_a_killed_zygote_is_restarted_with_its_shared_argument() -> None:
+    shared = SharedArgument(malt_like_graph(2, 2))
+    code = "def f(g):\n    return len(g)\n"
+    assert run(code, shared).value == 1 + 2 + 2 * 2
+    from evaluator.sandbox import SandboxError
+
+    for _ in range(3):
+        os.kill(_zygote_host_pid(_zygote_now()), signal.SIGKILL)  # no wait: any path
+        try:
+            result = run(code, shared)
+        except SandboxError as exc:  # the call had started before the zygote's end reached it
+            assert "died during the call" in str(exc)
+            result = run(code, shared)
+        assert result.ok and result.value == 1 + 2 + 2 * 2, result
+        assert _zygote_now().digest == shared.digest
