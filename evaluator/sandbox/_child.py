@@ -9,8 +9,9 @@ Protocol (parent in :mod:`evaluator.sandbox._io`):
 1. stdin carries one pickle written by the trusted parent: ``{"code", "function",
    "preamble", "argument", "limits"}``. It is read completely and stdin is closed.
 2. The trusted preamble runs in a fresh namespace; resource limits are applied.
-3. The harness writes ``{"kind": "ready"}`` + newline to the result fd, *before* any agent
-   code runs. The parent starts the agent's wall clock and its ``exec_s`` measurement there.
+3. The harness writes ``{"kind": "ready", "t": <its CLOCK_MONOTONIC>}`` + newline to the result
+   fd, *before* any agent code runs. The parent starts the agent's wall clock when it reads it,
+   and its ``exec_s`` measurement at ``t`` (or at reading it, whichever is earlier).
 4. The agent code is compiled and executed in the same namespace and ``function(argument)``
    is called.
 5. Exactly one terminal line follows: ``{"kind": "result", "value": <JSON>, "call_s":
@@ -180,7 +181,7 @@ def main(argv: list[str]) -> int:
         _send(channel, {"kind": "setup_error", "error": _tail(traceback.format_exc())})
         del exc
         return 3
-    _send(channel, {"kind": "ready"})
+    _send(channel, {"kind": "ready", "t": time.monotonic()})  # before any agent code
     message = _run_agent(payload, namespace)
     try:
         sys.stdout.flush()

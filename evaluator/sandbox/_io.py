@@ -35,6 +35,9 @@ class Run:
     channel_bytes: int = 0
     messages: list[Any] = field(default_factory=list)
     t_ready: float | None = None
+    #: When the harness sent ``ready`` by its own CLOCK_MONOTONIC (the same clock: no time
+    #: namespace), kept only when it lies between ``t_start`` and ``t_ready``.
+    t_ready_sent: float | None = None
     t_done: float | None = None
     t_end: float | None = None
     killed_for: str | None = None
@@ -113,6 +116,9 @@ def parse_lines(run: Run, now: float) -> None:
         if run.t_ready is None:
             if kind == "ready":
                 run.t_ready = now
+                sent = message.get("t")
+                if isinstance(sent, float) and run.t_start <= sent <= now:
+                    run.t_ready_sent = sent
             elif kind == "setup_error":
                 run.messages.append(message)
             else:

@@ -353,7 +353,8 @@ def _run(
             )  # fmt: skip
         value, failure, error = classify(run, code_exit, cgroup)
         end = run.t_done if run.t_done is not None else (run.t_end or time.monotonic())
-        exec_s = max(0.0, end - run.t_ready, reported_call_s(run, limits))
+        start = run.t_ready_sent if run.t_ready_sent is not None else run.t_ready
+        exec_s = max(0.0, end - start, reported_call_s(run, limits))
         return SandboxResult(
             ok=failure is None,
             value=value if failure is None else None,
