@@ -88,7 +88,11 @@ def _popen(command: list[str], fds: tuple[int, ...]) -> Any:
 
 
 def _pickle_payload(
-    code: str, function: str, preamble: str, argument: object, warm_shared: bool,
+    code: str,
+    function: str,
+    preamble: str,
+    argument: object,
+    warm_shared: bool,
     limits: SandboxLimits,
 ) -> bytes:
     """The child's stdin: everything but a shared argument the zygote already holds."""
@@ -156,8 +160,11 @@ def _share(
 
 
 def _spawn_warm(
-    held: list[_zygote.Zygote], plan: _bwrap.Plan, program: bytes | None,
-    cgroup: Cgroup | None, shared: SharedArgument | None,
+    held: list[_zygote.Zygote],
+    plan: _bwrap.Plan,
+    program: bytes | None,
+    cgroup: Cgroup | None,
+    shared: SharedArgument | None,
 ) -> tuple[_zygote.WarmProc, int]:
     """Get the call's processes from the zygote (restarting a dead zygote once, with the
     shared argument loaded again) and place both in the call's cgroups; they proceed when the
@@ -258,9 +265,16 @@ def run_function(
 
 
 def _run(
-    code: str, function: str, argument: object, limits: SandboxLimits, preamble: str,
-    raise_unavailable: bool, plan: _bwrap.Plan, program: bytes | None,
-    held: list[_zygote.Zygote], t_start: float,
+    code: str,
+    function: str,
+    argument: object,
+    limits: SandboxLimits,
+    preamble: str,
+    raise_unavailable: bool,
+    plan: _bwrap.Plan,
+    program: bytes | None,
+    held: list[_zygote.Zygote],
+    t_start: float,
 ) -> SandboxResult:
     """The body of :func:`run_function` once the plan and the zygote (``held``: the one the
     call holds, empty on the cold path; replaced in place on a restart) are known."""

@@ -237,3 +237,39 @@ def test_a_killed_zygote_is_restarted_with_its_shared_argument() -> None:
             result = run(code, shared)
         assert result.ok and result.value == 1 + 2 + 2 * 2, result
         assert _zygote_now().digest == shared.digest
+
+
+def test_calls_leak_no_host_fds() -> None:
+    shared = SharedArgument(malt_like_graph(1, 2))
+    assert run("def f(x):\n    return 1\n", shared).ok
+    before = len(os.listdir("/proc/self/fd"))
+    for index in range(12):
+        argument = shared if index % 2 else index
+        assert run("def f(x):\n    return 1\n", argument).ok
+    sleeper = run("import time\ndef f(x):\n    time.sleep(5)\n", limits=SandboxLimits(0.5))
+    assert sleeper.failure == "timeout"
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_the_zygote_and_its_spare_end_with_the_worker() -> None:
+    """A worker killed without clean-up (os._exit skips atexit) takes its zygote along."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import os, sys\n"
+        "from evaluator.sandbox import run_function, _zygote\n"
+        "assert run_function('def f(x):\\n    return 1\\n', 'f', 0).ok\n"
+        "print(_zygote._zygotes[os.getpid()].proc.pid, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    bwrap_pid = int(out.stdout.strip())
+    deadline = time.monotonic() + 5.0
+    while Path(f"/proc/{bwrap_pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{bwrap_pid}").exists(), "the zygote outlived its worker"
