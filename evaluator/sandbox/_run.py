@@ -248,17 +248,21 @@ def run_function(
     zygote = _warm_zygote(plan, program)
     held = [zygote] if zygote is not None else []
     try:
-        try:
-            return _run(
-                code, function, argument, limits, preamble, raise_unavailable, plan, program,
-                held, t_start,
-            )  # fmt: skip
-        except _zygote.ZygoteError:  # died before the call's agent process started: again
-            _replace(held, plan, program)
-            return _run(
-                code, function, argument, limits, preamble, raise_unavailable, plan, program,
-                held, t_start,
-            )  # fmt: skip
+        for attempt in range(2):
+            try:
+                return _run(
+                    code, function, argument, limits, preamble, raise_unavailable, plan,
+                    program, held, t_start,
+                )  # fmt: skip
+            except _zygote.ZygoteError as exc:  # died before any agent code ran: again, once
+                if attempt == 1:
+                    raise SandboxUnavailableError(f"sandbox did not start: {exc}") from exc
+                _replace(held, plan, program)
+        raise AssertionError("unreachable")
+    except SandboxUnavailableError as exc:
+        if raise_unavailable:
+            raise
+        return SandboxResult(False, None, "sandbox_unavailable", str(exc), 0.0, "")
     finally:
         for zygote in held:
             _zygote.release(zygote)
