@@ -60,6 +60,13 @@ def warm_enabled() -> bool:
     return os.environ.get(WARM_ENV, "1") != "0"
 
 
+def _readable(sock: socket.socket, timeout_s: float | None) -> bool:
+    """Wait until ``sock`` is readable (or at EOF); poll(2), so any fd number works."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(None if timeout_s is None else int(timeout_s * 1000) + 1))
+
+
 class ZygoteError(OSError):
     """The zygote is dead or did not answer (the caller restarts it or goes cold)."""
 
@@ -100,8 +107,7 @@ class WarmProc:
         end = None if timeout is None else time.monotonic() + timeout
         while self.returncode is None:
             left = None if end is None else max(0.0, end - time.monotonic())
-            ready, _, _ = select.select([self._status], [], [], left)
-            if not ready:
+            if not _readable(self._status, left):
                 raise subprocess.TimeoutExpired("sandbox", timeout or 0.0)
             chunk = self._status.recv(64)
             if chunk:
@@ -164,7 +170,7 @@ class Zygote:
         }
         try:
             host.sendall(json.dumps(config).encode())
-            ready, _, _ = select.select([host], [], [], ZYGOTE_START_TIMEOUT_S)
+            ready = _readable(host, ZYGOTE_START_TIMEOUT_S)
             answer = host.recv(256) if ready else b""
         except OSError:
             answer = b""
@@ -313,8 +319,7 @@ class _Pending:
 def _hello_pid(sock: socket.socket, expected: bytes) -> int:
     """Read one hello byte (``expected``) and return its sender's host pid from
     ``SCM_CREDENTIALS``."""
-    ready, _, _ = select.select([sock], [], [], HELLO_TIMEOUT_S)
-    if not ready:
+    if not _readable(sock, HELLO_TIMEOUT_S):
         raise ZygoteError("the zygote's child did not say hello")
     size = socket.CMSG_SPACE(struct.calcsize("iII"))
     data, ancillary, _, _ = sock.recvmsg(1, size)
