@@ -1,19 +1,29 @@
 """Benchmark: cost of one sandboxed agent call (evaluator.sandbox.run_function).
 
-Measures, over ``--runs`` calls each (median and 90th percentile, seconds of wall time seen by
-the caller, interpreter start included):
+Measures, over ``--runs`` calls each (median and 90th percentile, milliseconds of wall time seen
+by the caller, process start included), on the cold path (a fresh bubblewrap sandbox and
+interpreter per call, ``NETARENA_SANDBOX_WARM=0``) and on the warm path (a fresh process forked
+per call from the worker's zygote, docs/sandbox.md), the MALT preamble
+(``import networkx as nx``) in every call:
 
-* ``empty``        - integer argument, returns it: bwrap + interpreter start + protocol;
+* ``empty``        - integer argument, returns it: process start + protocol;
 * ``graph-in``     - a MALT-sized DiGraph argument (5,493 nodes / 6,424 edges, the shape of
                      the MALT topology in netarena-reference.md §B.1), returns its node count;
-* ``graph-roundtrip`` - same argument, returns the graph (node-link JSON back to the parent).
+                     the graph is pickled by the parent and unpickled by the child;
+* ``graph-in-shared`` - the same as a ``SharedArgument`` (what the MALT app does): pickled
+                     once; on the warm path the zygote holds the graph and each call gets it
+                     by fork;
+* ``graph-roundtrip`` - shared graph in, the graph returned (node-link JSON back to the parent).
 
-Usage: ``.venv/bin/python benchmarks/bench_sandbox.py [--runs 15]`` (needs root and bwrap).
+Usage: ``.venv/bin/python benchmarks/bench_sandbox.py [--runs 15] [--mode cold|warm|both]``
+(needs root and bwrap). Run calls alternate between the modes case by case, so load from
+other jobs hits both alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import pickle
 import statistics
 import sys
@@ -24,7 +34,7 @@ import networkx as nx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluator.sandbox import SandboxLimits, run_function  # noqa: E402
+from evaluator.sandbox import SandboxLimits, SharedArgument, run_function  # noqa: E402
 
 
 def malt_shaped_graph() -> nx.DiGraph:
@@ -73,38 +83,62 @@ def malt_shaped_graph() -> nx.DiGraph:
     return g
 
 
-def measure(label: str, runs: int, code: str, argument: object) -> None:
+def measure(label: str, runs: int, code: str, argument: object) -> list[float]:
+    """Wall seconds of ``runs`` calls (a failed call aborts the benchmark)."""
     limits = SandboxLimits(wall_timeout_s=60.0, cpu_time_s=60.0)
-    walls, execs = [], []
+    walls = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        result = run_function(code, "process_graph", argument, limits=limits, preamble="")
+        result = run_function(
+            code, "process_graph", argument, limits=limits, preamble="import networkx as nx"
+        )
         walls.append(time.perf_counter() - t0)
-        execs.append(result.exec_s)
         if not result.ok:
             raise SystemExit(f"{label}: {result.failure}: {result.error}")
-    walls.sort()
+    return walls
+
+
+def _line(label: str, mode: str, walls: list[float]) -> str:
+    walls = sorted(walls)
     p90 = walls[min(len(walls) - 1, int(0.9 * len(walls)))]
-    print(
-        f"{label:16s} median {statistics.median(walls) * 1000:7.1f} ms   "
-        f"p90 {p90 * 1000:7.1f} ms   median exec_s {statistics.median(execs) * 1000:6.1f} ms"
+    return (
+        f"{label:16s} {mode:4s} median {statistics.median(walls) * 1000:7.1f} ms   "
+        f"p90 {p90 * 1000:7.1f} ms"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
     args = parser.parse_args()
     graph = malt_shaped_graph()
     size = len(pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL))
     print(
         f"graph: {graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges, "
-        f"pickle {size / 1e6:.2f} MB; runs per case: {args.runs}"
+        f"pickle {size / 1e6:.2f} MB; runs per case and mode: {args.runs}; "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
-    run_function("def process_graph(g):\n    return g\n", "process_graph", 0)  # warm caches
-    measure("empty", args.runs, "def process_graph(g):\n    return g\n", 1)
-    measure("graph-in", args.runs, "def process_graph(g):\n    return len(g)\n", graph)
-    measure("graph-roundtrip", args.runs, "def process_graph(g):\n    return g\n", graph)
+    modes = ("cold", "warm") if args.mode == "both" else (args.mode,)
+    identity = "def process_graph(g):\n    return g\n"
+    shared = SharedArgument(graph)
+    cases = [
+        ("empty", identity, 1),
+        ("graph-in", "def process_graph(g):\n    return len(g)\n", graph),
+        ("graph-in-shared", "def process_graph(g):\n    return len(g)\n", shared),
+        ("graph-roundtrip", identity, shared),
+    ]
+    for label, code, argument in cases:
+        walls: dict[str, list[float]] = {mode: [] for mode in modes}
+        for mode in modes:  # warm caches (and start the zygote) outside the measurement
+            os.environ["NETARENA_SANDBOX_WARM"] = "1" if mode == "warm" else "0"
+            measure(label, 1, code, argument)
+        for _ in range(args.runs):
+            for mode in modes:
+                os.environ["NETARENA_SANDBOX_WARM"] = "1" if mode == "warm" else "0"
+                walls[mode] += measure(label, 1, code, argument)
+        for mode in modes:
+            print(_line(label, mode, walls[mode]), flush=True)
 
 
 if __name__ == "__main__":

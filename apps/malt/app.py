@@ -11,6 +11,7 @@ The verdict rules live in :mod:`apps.malt.scoring`; the prompt in :mod:`apps.mal
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from evaluator.app import App, DependencyMissingError, Episode, ResetNeededError
@@ -116,6 +117,15 @@ class MaltApp(App):
         ]
 
 
+@cache
+def _sandbox_graph() -> Any:
+    """The MALT topology as the sandbox's shared argument (public, the same for every query;
+    pickled once per process, held by the warm sandbox's zygote: docs/sandbox.md)."""
+    from evaluator.sandbox import SharedArgument
+
+    return SharedArgument(load_graph())
+
+
 class MaltEpisode(Episode):
     """One MALT query: prompt, one sandboxed code run, verdict. Holds no emulator state."""
 
@@ -159,7 +169,7 @@ class MaltEpisode(Episode):
             result = run_function(
                 extraction.code,
                 "process_graph",
-                load_graph(),
+                _sandbox_graph(),
                 limits=limits,
                 preamble=SANDBOX_PREAMBLE,
             )

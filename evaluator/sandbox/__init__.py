@@ -1,8 +1,12 @@
 """Run untrusted agent Python code in a separate, locked-down process (DESIGN.md §8, issue 2).
 
 The MALT app calls :func:`run_function` with the agent's code (which defines
-``process_graph(graph_data)``) and a networkx graph. The code runs in a fresh interpreter
-inside bubblewrap (``bwrap``) with:
+``process_graph(graph_data)``) and a networkx graph (a :class:`SharedArgument`). By default
+each call runs in a fresh process forked from this worker's zygote, which was started once
+inside bubblewrap (the *warm path*, module ``_zygote``: each call gets its own pid, mount, IPC,
+network, UTS and cgroup namespaces, ``/proc``, ``/tmp``, uid, seccomp filter and cgroups, see
+docs/sandbox.md "Warm path"); with ``NETARENA_SANDBOX_WARM=0`` each call runs in a fresh
+interpreter inside its own bubblewrap (``bwrap``) sandbox (the *cold path*). Either way with:
 
 * new PID, network, IPC, UTS and cgroup namespaces (no network at all, the evaluator's
   processes are invisible), ``--die-with-parent`` and ``--new-session``;
@@ -42,6 +46,7 @@ from evaluator.sandbox._types import (
     SandboxResult,
     SandboxSetupError,
     SandboxUnavailableError,
+    SharedArgument,
 )
 
 __all__ = [
@@ -51,6 +56,7 @@ __all__ = [
     "SandboxResult",
     "SandboxSetupError",
     "SandboxUnavailableError",
+    "SharedArgument",
     "check_host",
     "run_function",
 ]

@@ -92,6 +92,56 @@ def bwrap_command(
         "--unshare-pid", "--unshare-net", "--unshare-uts",
         "--unshare-cgroup-try",
         "--die-with-parent", "--new-session",
+    ]  # fmt: skip
+    cmd += _filesystem_args(plan, limits.scratch_bytes)
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
+    cmd += ["--cap-drop", "ALL"]
+    cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+    cmd += [
+        plan.setpriv,
+        f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+        "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
+        "--",
+        plan.python, "-s", "-P", "-B", HARNESS_IN_SANDBOX, str(result_fd),
+    ]  # fmt: skip
+    return cmd
+
+
+#: Capabilities the warm path's zygote keeps (it runs trusted code only): new namespaces and
+#: mounts per call (CAP_SYS_ADMIN), ``lo`` up in the call's new network namespace
+#: (CAP_NET_ADMIN), the call's uid/gid (CAP_SETUID, CAP_SETGID) and dropping the bounding set
+#: (CAP_SETPCAP). Agent code never runs with any of them.
+ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+#: Size of the zygote's own /tmp (it writes nothing; every call mounts its own /tmp).
+ZYGOTE_SCRATCH_BYTES = 1024 * 1024
+
+
+def zygote_command(plan: Plan, control_fd: int) -> list[str]:
+    """Build the bwrap command of the warm path's zygote (docs/sandbox.md, "Warm path").
+
+    The same filesystem, environment and namespaces as :func:`bwrap_command` (plus its own IPC
+    namespace), run as root with only :data:`ZYGOTE_CAPS` and without seccomp: the zygote
+    unshares and mounts for each call, and each call's agent process drops everything and
+    loads the filter itself. No ``--die-with-parent`` (it would tie the zygote to the thread
+    that started it); the zygote exits when its control socket closes.
+    """
+    cmd = [
+        plan.bwrap,
+        "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-ipc",
+        "--unshare-cgroup-try", "--new-session",
+    ]  # fmt: skip
+    cmd += _filesystem_args(plan, ZYGOTE_SCRATCH_BYTES)
+    cmd += ["--cap-drop", "ALL"]
+    for cap in ZYGOTE_CAPS:
+        cmd += ["--cap-add", cap]
+    cmd += [plan.python, "-s", "-P", "-B", HARNESS_IN_SANDBOX, "--zygote", str(control_fd)]
+    return cmd
+
+
+def _filesystem_args(plan: Plan, scratch_bytes: int) -> list[str]:
+    """Environment, hostname and filesystem flags shared by the cold sandbox and the zygote."""
+    cmd = [
         "--clearenv",
         "--setenv", "PATH", "/usr/bin:/bin",
         "--setenv", "HOME", SCRATCH,
@@ -109,7 +159,7 @@ def bwrap_command(
     ]  # fmt: skip
     # The scratch tmpfs is mounted before the read-only binds: a checkout (and its venv) that
     # lives under /tmp must stay visible above it.
-    cmd += ["--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", SCRATCH]
+    cmd += ["--perms", "1777", "--size", str(scratch_bytes), "--tmpfs", SCRATCH]
     made: set[str] = {"/usr", "/bin", "/sbin", "/lib", "/lib64", "/proc", "/dev", SCRATCH}
     for target in (*plan.ro_dirs, HARNESS_IN_SANDBOX):
         for parent in _parents(target):
@@ -120,17 +170,6 @@ def bwrap_command(
         cmd += ["--ro-bind", directory, directory]
     cmd += ["--ro-bind", str(HARNESS_PATH.resolve()), HARNESS_IN_SANDBOX]
     cmd += ["--chdir", SCRATCH]
-    if seccomp_fd is not None:
-        cmd += ["--seccomp", str(seccomp_fd)]
-    cmd += ["--cap-drop", "ALL"]
-    cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
-    cmd += [
-        plan.setpriv,
-        f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-        "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
-        "--",
-        plan.python, "-s", "-P", "-B", HARNESS_IN_SANDBOX, str(result_fd),
-    ]  # fmt: skip
     return cmd
 
 

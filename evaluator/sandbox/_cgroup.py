@@ -181,6 +181,16 @@ class Cgroup:
         """The ``cgroup.procs`` files a process writes its pid to in order to join."""
         return [str(d / "cgroup.procs") for d in self.dirs.values()]
 
+    def add(self, pid: int) -> None:
+        """Move the host process ``pid`` (and its future children) into the group(s).
+
+        Raises:
+            OSError: the kernel refused (e.g. the process is gone).
+        """
+        for procs in self.procs_files():
+            with open(procs, "w") as handle:
+                handle.write(str(pid))
+
     def oom_killed(self) -> bool:
         """True when the memory group hit its limit and the kernel killed a process."""
         if self.version == 2:
@@ -204,7 +214,7 @@ class Cgroup:
             if self.version == 2:
                 with contextlib.suppress(OSError):
                     (directory / "cgroup.kill").write_text("1")
-            for _ in range(50):
+            for attempt in range(60):
                 try:
                     pids = [int(p) for p in (directory / "cgroup.procs").read_text().split()]
                 except (OSError, ValueError):
@@ -214,17 +224,17 @@ class Cgroup:
                 for pid in pids:
                     with contextlib.suppress(OSError):
                         os.kill(pid, signal.SIGKILL)
-                time.sleep(0.01)
+                time.sleep(min(0.01, 0.0005 * 2**attempt))  # exiting processes go quickly
 
     def destroy(self) -> None:
         """Kill what is left and remove the group directories (missing ones are fine)."""
         self.kill_all()
         for directory in self.dirs.values():
-            for _ in range(100):
+            for _ in range(500):
                 try:
                     directory.rmdir()
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
-                    time.sleep(0.01)
+                    time.sleep(0.002)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import selectors
 import subprocess
 import time
@@ -35,6 +34,9 @@ class Run:
     channel_bytes: int = 0
     messages: list[Any] = field(default_factory=list)
     t_ready: float | None = None
+    #: When the harness sent ``ready`` by its own CLOCK_MONOTONIC (the same clock: no time
+    #: namespace), kept only when it lies between ``t_start`` and ``t_ready``.
+    t_ready_sent: float | None = None
     t_done: float | None = None
     t_end: float | None = None
     killed_for: str | None = None
@@ -48,9 +50,21 @@ class Run:
         return len(self.stdout) + len(self.stderr)
 
 
-#: A JSON string (escapes included); linear-time, no backtracking between its alternatives.
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_BRACKET = re.compile(rb"[\[\]{}]")
+#: Every byte but the four JSON brackets (``bytes.translate`` deletes them).
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def outside_strings(line: bytes) -> bytes:
+    """The bytes of ``line`` that lie outside JSON strings, in order.
+
+    Escape pairs are dropped first (``\\\\`` then ``\\"``: left to right, as a JSON scanner
+    pairs them), then every other quote-delimited segment. Exact on any valid JSON text and on
+    the valid prefix of an invalid one (outside strings JSON has no backslash), which is all that
+    ``json.loads`` ever turns into objects. Linear time, a few C-level passes (the former
+    per-character regex took ~90 ms on a 1 MB graph result).
+    """
+    unescaped = line.replace(b"\\\\", b"").replace(b'\\"', b"")
+    return b"".join(unescaped.split(b'"')[0::2])
 
 
 def shape_refusal(line: bytes, max_items: int, max_depth: int) -> tuple[str, str] | None:
@@ -60,13 +74,13 @@ def shape_refusal(line: bytes, max_items: int, max_depth: int) -> tuple[str, str
     of empty dicts grew the evaluator to 1.7 GB): items = commas + opening brackets outside
     strings, depth = deepest bracket nesting. Returns ``(failure, error)`` or ``None``.
     """
-    bare = _JSON_STRING.sub(b'""', line)
+    bare = outside_strings(line)
     items = bare.count(b",") + bare.count(b"[") + bare.count(b"{")
     if items > max_items:
         return "result_too_large", f"result has about {items} JSON items, limit {max_items}"
     depth = 0
-    for match in _BRACKET.finditer(bare):
-        if match.group() in (b"[", b"{"):
+    for byte in bare.translate(None, _NOT_BRACKETS):
+        if byte in (0x5B, 0x7B):  # [ {
             depth += 1
             if depth > max_depth:
                 return "bad_result", f"result nests deeper than {max_depth} levels"
@@ -113,6 +127,9 @@ def parse_lines(run: Run, now: float) -> None:
         if run.t_ready is None:
             if kind == "ready":
                 run.t_ready = now
+                sent = message.get("t")
+                if isinstance(sent, float) and run.t_start <= sent <= now:
+                    run.t_ready_sent = sent
             elif kind == "setup_error":
                 run.messages.append(message)
             else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,3 +111,29 @@ class SandboxResult:
     stderr: str = ""
     wall_s: float = 0.0
     controls: tuple[str, ...] = field(default=())
+
+
+class SharedArgument:
+    """A public argument of many sandboxed calls, pickled once (e.g. the MALT topology).
+
+    ``run_function(code, name, SharedArgument(graph))`` passes ``graph`` as it was when this
+    object was made (a snapshot: later changes to ``graph`` are not seen). On the warm path the
+    worker's zygote unpickles it once and every call gets its own copy by fork instead of a
+    pickle through its stdin; a zygote holds at most one shared argument (another one restarts
+    it) and every call of that zygote could read it, so share only data that every agent may
+    see (never per-episode or secret data). On the cold path the pickle is sent as usual.
+
+    Attributes:
+        data: the pickle (protocol ``pickle.HIGHEST_PROTOCOL``).
+        digest: SHA-256 of ``data``, hex.
+
+    Raises:
+        SandboxSetupError: ``value`` cannot be pickled.
+    """
+
+    def __init__(self, value: object) -> None:
+        try:
+            self.data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
+            raise SandboxSetupError(f"argument cannot be pickled: {exc}") from exc
+        self.digest = hashlib.sha256(self.data).hexdigest()
