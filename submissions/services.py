@@ -212,6 +212,9 @@ def _team_submission_rules_check(*, agent: Agent) -> None:
         SubmissionInProgressError: the agent has a queued or running submission.
         QuotaExceededError: the team used ``SUBMISSIONS_PER_TEAM_PER_DAY`` in the last 24 hours.
     """
+    from submissions.preflight import preflight_gate_check  # A10: pre-flight must have passed
+
+    preflight_gate_check(agent=agent)
     open_statuses = [Submission.Status.QUEUED, Submission.Status.RUNNING]
     if Submission.objects.filter(agent=agent, status__in=open_statuses).exists():
         raise SubmissionInProgressError("this agent already has a submission in progress")
