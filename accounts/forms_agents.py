@@ -65,3 +65,14 @@ class SubmitForm(forms.Form):
             # the only choice is chosen for the user (no blank "---------" to pick past)
             self.fields["agent"].initial = agents[0].pk
             self.fields["agent"].empty_label = None  # type: ignore[attr-defined]
+
+
+class AgentEditForm(forms.Form):
+    """Endpoint URL, model name and a replacement API key (empty: keep the stored one)."""
+
+    endpoint_url = forms.URLField(max_length=500, label="Endpoint URL", assume_scheme="https")
+    model_name = forms.CharField(max_length=200, required=False)
+    api_key = forms.CharField(
+        max_length=4096, required=False, widget=forms.PasswordInput, label="New API key",
+        help_text="Leave empty to keep the stored key; it is never shown.",
+    )

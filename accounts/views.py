@@ -19,6 +19,7 @@ from accounts import services
 from accounts.forms import SignUpForm
 from accounts.forms_agents import AgentForm, SubmitForm
 from accounts.models import TeamOwnership
+from submissions import preflight
 from submissions import services as submission_services
 from submissions.errors import ServiceError
 from submissions.models import Team
@@ -120,7 +121,8 @@ def join_page(request: HttpRequest, token: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def agent_new_page(request: HttpRequest) -> HttpResponse:
-    """Register an agent of one of the user's teams (rules: ``submissions.services``)."""
+    """Register an agent of one of the user's teams (rules: ``submissions.services``), start
+    its pre-flight (``submissions.preflight``) and open its agent page."""
     form = AgentForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -130,11 +132,12 @@ def agent_new_page(request: HttpRequest) -> HttpResponse:
                 protocol=data["protocol"], model_name=data["model_name"],
                 api_key=data["api_key"], apps=data["apps"], actor=request.user,
             )
+            preflight.preflight_start(agent=agent, actor=request.user)
         except ServiceError as error:
             form.add_error(None, str(error))
         else:
-            messages.success(request, f"Agent {agent.name} registered.")
-            return redirect("accounts:team")
+            messages.success(request, f"Agent {agent.name} registered; its pre-flight is running.")
+            return redirect("agents:detail", agent_id=agent.pk)
     return render(request, "accounts/agent_form.html", {"form": form})
 
 
