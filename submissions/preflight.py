@@ -124,7 +124,18 @@ def _send(preflight_id: int) -> None:
     from config.celery import app as celery_app
 
     try:
-        celery_app.send_task(PREFLIGHT_TASK, args=(preflight_id,), queue=CONTROL_QUEUE, retry=False)
+        # one connection attempt and one retry (about 2 s), no result subscription: a broker
+        # that is down must not hold the page or the API call for long
+        with celery_app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1)
+            celery_app.send_task(
+                PREFLIGHT_TASK,
+                args=(preflight_id,),
+                queue=CONTROL_QUEUE,
+                retry=False,
+                ignore_result=True,
+                connection=connection,
+            )
     except Exception:  # noqa: BLE001 - any broker failure: the team can run it again
         logger.exception("could not queue pre-flight %s", preflight_id)
         _finish(
