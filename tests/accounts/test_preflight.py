@@ -151,6 +151,8 @@ class _Hostile(BaseHTTPRequestHandler):
 
     def _answer(self) -> None:
         mode = self.server.mode  # type: ignore[attr-defined]
+        # read the request first: closing with unread input would reset the connection
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if mode == "slow":
             time.sleep(4)
             self._send(200, b"{}")
@@ -171,8 +173,6 @@ class _Hostile(BaseHTTPRequestHandler):
             except OSError:
                 pass
         elif mode == "nonsense":
-            length = int(self.headers.get("Content-Length") or 0)
-            self.rfile.read(length)
             self._send(200, json.dumps({"text": "I am a teapot."}).encode())
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
