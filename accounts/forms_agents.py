@@ -30,11 +30,16 @@ class AgentForm(forms.Form):
     protocol = forms.ChoiceField(choices=Agent.Protocol.choices)
     model_name = forms.CharField(max_length=200, required=False)
     api_key = forms.CharField(
-        max_length=4096, required=False, widget=forms.PasswordInput, label="API key",
+        max_length=4096,
+        required=False,
+        widget=forms.PasswordInput,
+        label="API key",
         help_text="Stored encrypted; never shown again.",
     )
     apps = forms.MultipleChoiceField(
-        choices=_app_choices, required=False, widget=forms.CheckboxSelectMultiple,
+        choices=_app_choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
         help_text="None ticked: every app.",
     )
 
@@ -73,6 +78,9 @@ class AgentEditForm(forms.Form):
     endpoint_url = forms.URLField(max_length=500, label="Endpoint URL", assume_scheme="https")
     model_name = forms.CharField(max_length=200, required=False)
     api_key = forms.CharField(
-        max_length=4096, required=False, widget=forms.PasswordInput, label="New API key",
+        max_length=4096,
+        required=False,
+        widget=forms.PasswordInput,
+        label="New API key",
         help_text="Leave empty to keep the stored key; it is never shown.",
     )

@@ -59,8 +59,14 @@ def team_page(request: HttpRequest) -> HttpResponse:
         link = None
         if invitation is not None and invitation.is_valid:
             link = request.build_absolute_uri(reverse("accounts:join", args=[invitation.token]))
-        rows.append({"team": team, "is_owner": team.pk in owned, "invite_link": link,
-                     "invitation": invitation})
+        rows.append(
+            {
+                "team": team,
+                "is_owner": team.pk in owned,
+                "invite_link": link,
+                "invitation": invitation,
+            }
+        )
     return render(request, "accounts/team.html", {"rows": rows})
 
 
@@ -128,9 +134,14 @@ def agent_new_page(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             agent = submission_services.agent_create(
-                team=data["team"], name=data["name"], endpoint_url=data["endpoint_url"],
-                protocol=data["protocol"], model_name=data["model_name"],
-                api_key=data["api_key"], apps=data["apps"], actor=request.user,
+                team=data["team"],
+                name=data["name"],
+                endpoint_url=data["endpoint_url"],
+                protocol=data["protocol"],
+                model_name=data["model_name"],
+                api_key=data["api_key"],
+                apps=data["apps"],
+                actor=request.user,
             )
             preflight.preflight_start(agent=agent, actor=request.user)
         except ServiceError as error:
@@ -150,8 +161,10 @@ def submit_page(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             submission = submission_services.submission_create(
-                agent=data["agent"], apps=data["apps"],
-                queries_per_app=data["queries_per_app"], actor=request.user,
+                agent=data["agent"],
+                apps=data["apps"],
+                queries_per_app=data["queries_per_app"],
+                actor=request.user,
             )
         except ServiceError as error:
             form.add_error(None, str(error))

@@ -261,7 +261,10 @@ class AgentPreflight(models.Model):
     #: The slowest canary reply in seconds (evaluator's wall clock), None when none answered.
     latency_s = models.FloatField(null=True, blank=True)
     requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="+",
     )
     created_at = models.DateTimeField(auto_now_add=True)

@@ -299,7 +299,8 @@ def test_a_stale_running_preflight_counts_as_failed(settings) -> None:
         services.submission_create(agent=agent, apps=["malt"], queries_per_app=1)
     assert not Submission.objects.exists()
     # read outside the refused submission's transaction, the stale run is closed for good
-    assert preflight.preflight_latest(agent=agent).status == "failed"
+    latest = preflight.preflight_latest(agent=agent)
+    assert latest is not None and latest.status == "failed"
     run.refresh_from_db()
     assert run.status == "failed" and "did not finish" in run.checks[-1]["message"]
 
