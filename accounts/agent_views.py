@@ -70,7 +70,11 @@ def agent_page(request: HttpRequest, agent_id: int) -> HttpResponse:
         context["preflight"] = latest
         context["preflight_data"] = preflight_payload(latest)
         context["edit_form"] = AgentEditForm(
-            initial={"endpoint_url": agent.endpoint_url, "model_name": agent.model_name}
+            initial={
+                "endpoint_url": agent.endpoint_url,
+                "model_name": agent.model_name,
+                "auth_header": agent.auth_header,
+            }
         )
     return render(request, "agents/detail.html", context)
 
@@ -115,6 +119,7 @@ def agent_edit_view(request: HttpRequest, agent_id: int) -> HttpResponse:
                 endpoint_url=data["endpoint_url"],
                 model_name=data["model_name"],
                 api_key=data["api_key"],
+                auth_header=data["auth_header"],
             )
         except ServiceError as error:
             messages.error(request, str(error))

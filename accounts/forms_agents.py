@@ -11,6 +11,7 @@ from typing import Any
 from django import forms
 
 from evaluator.registry import app_ids
+from submissions.agent_auth import auth_header_problem
 from submissions.models import Agent, Team
 
 #: Queries per app offered by default on the submit form (the API's default, submissions/apis.py).
@@ -36,6 +37,12 @@ class AgentForm(forms.Form):
         label="API key",
         help_text="Stored encrypted; never shown again.",
     )
+    auth_header = forms.CharField(
+        max_length=100,
+        required=False,
+        label="Auth header name",
+        help_text="Header that carries the key; empty: Authorization: Bearer &lt;key&gt;.",
+    )
     apps = forms.MultipleChoiceField(
         choices=_app_choices,
         required=False,
@@ -46,6 +53,14 @@ class AgentForm(forms.Form):
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["team"].queryset = user.teams.order_by("name")  # type: ignore[attr-defined]
+
+    def clean_auth_header(self) -> str:
+        """A header name the key may travel in (``submissions.agent_auth``)."""
+        name = str(self.cleaned_data.get("auth_header") or "").strip()
+        problem = auth_header_problem(name)
+        if problem:
+            raise forms.ValidationError(problem)
+        return name
 
 
 class SubmitForm(forms.Form):
@@ -84,3 +99,17 @@ class AgentEditForm(forms.Form):
         label="New API key",
         help_text="Leave empty to keep the stored key; it is never shown.",
     )
+    auth_header = forms.CharField(
+        max_length=100,
+        required=False,
+        label="Auth header name",
+        help_text="Header that carries the key; empty: Authorization: Bearer &lt;key&gt;.",
+    )
+
+    def clean_auth_header(self) -> str:
+        """A header name the key may travel in (``submissions.agent_auth``)."""
+        name = str(self.cleaned_data.get("auth_header") or "").strip()
+        problem = auth_header_problem(name)
+        if problem:
+            raise forms.ValidationError(problem)
+        return name

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -133,17 +134,19 @@ def agent_new_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            agent = submission_services.agent_create(
-                team=data["team"],
-                name=data["name"],
-                endpoint_url=data["endpoint_url"],
-                protocol=data["protocol"],
-                model_name=data["model_name"],
-                api_key=data["api_key"],
-                apps=data["apps"],
-                actor=request.user,
-            )
-            preflight.preflight_start(agent=agent, actor=request.user)
+            with transaction.atomic():
+                agent = submission_services.agent_create(
+                    team=data["team"],
+                    name=data["name"],
+                    endpoint_url=data["endpoint_url"],
+                    protocol=data["protocol"],
+                    model_name=data["model_name"],
+                    api_key=data["api_key"],
+                    apps=data["apps"],
+                    actor=request.user,
+                )
+                preflight.agent_auth_header_set(agent=agent, name=data["auth_header"])
+                preflight.preflight_start(agent=agent, actor=request.user)
         except ServiceError as error:
             form.add_error(None, str(error))
         else:

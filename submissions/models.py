@@ -81,6 +81,8 @@ class Agent(models.Model):
     protocol = models.CharField(max_length=20, choices=Protocol.choices)
     model_name = models.CharField(max_length=200, blank=True, default="")
     secret_encrypted = models.BinaryField(blank=True, default=b"", editable=False)
+    #: Header that carries the secret ("" = ``Authorization: Bearer``; submissions.agent_auth).
+    auth_header = models.CharField(max_length=100, blank=True, default="")
     #: Reference agents ship with the project (oracle, null, heuristic, llm); only they may live
     #: on loopback, and only an oracle gets the vault of hidden queries.
     reference_kind = models.CharField(max_length=20, blank=True, default="")

@@ -55,8 +55,9 @@ from evaluator.oracle_vault import OracleVault
 from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
 from evaluator.runner import new_episode_id
 from submissions import services
-from submissions.crypto import decrypt_secret, encrypt_secret
-from submissions.errors import EndpointRefusedError, ServiceError
+from submissions.agent_auth import auth_header_problem, auth_options
+from submissions.crypto import encrypt_secret
+from submissions.errors import EndpointRefusedError, InvalidInputError, ServiceError
 from submissions.models import Agent, AgentPreflight
 
 logger = logging.getLogger(__name__)
@@ -231,6 +232,21 @@ def preflight_gate_check(*, agent: Agent) -> None:
     )
 
 
+def agent_auth_header_set(*, agent: Agent, name: str) -> None:
+    """Set the header that carries ``agent``'s key ("" = ``Authorization: Bearer``).
+
+    Raises:
+        InvalidInputError: not a usable header name (``submissions.agent_auth``).
+    """
+    name = name.strip()
+    problem = auth_header_problem(name)
+    if problem:
+        raise InvalidInputError(problem)
+    if agent.auth_header != name:
+        agent.auth_header = name
+        agent.save(update_fields=["auth_header"])
+
+
 def agent_update(
     *,
     agent: Agent,
@@ -238,11 +254,14 @@ def agent_update(
     endpoint_url: str,
     model_name: str,
     api_key: str = "",
+    auth_header: str | None = None,
 ) -> AgentPreflight:
     """Change an agent's endpoint and model (and its secret when ``api_key`` is not empty:
-    replace only) and start a new pre-flight.
+    replace only; its auth header name when ``auth_header`` is not None) and start a new
+    pre-flight.
 
     Raises:
+        InvalidInputError: ``auth_header`` is not a usable header name.
         NotTeamMemberError: ``actor`` is not a member of the agent's team
             (``submissions.errors``).
         EndpointRefusedError: the outbound guard or the port rule refuses the new URL.
@@ -257,6 +276,8 @@ def agent_update(
             agent.secret_encrypted = encrypt_secret(api_key)
             fields.append("secret_encrypted")
         agent.save(update_fields=fields)
+        if auth_header is not None:
+            agent_auth_header_set(agent=agent, name=auth_header)
         return preflight_start(agent=agent, actor=actor)
 
 
@@ -406,9 +427,11 @@ def _request(
     headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
     if body is not None:
         headers["Content-Type"] = "application/json"
-    key = decrypt_secret(agent.secret_encrypted)
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
+    auth = auth_options(agent)
+    if auth.get("headers"):
+        headers.update(auth["headers"])
+    elif auth.get("api_key"):
+        headers["Authorization"] = f"Bearer {auth['api_key']}"
     deadline = time.monotonic() + timeout_s
     started = time.perf_counter()
     try:

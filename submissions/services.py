@@ -42,7 +42,8 @@ from evaluator.oracle_vault import OracleVault
 from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import Query, new_seed
-from submissions.crypto import decrypt_secret, encrypt_secret
+from submissions.agent_auth import auth_options
+from submissions.crypto import encrypt_secret
 from submissions.errors import (
     AgentLimitError,
     DuplicateAgentError,
@@ -403,7 +404,7 @@ def agent_client_build(*, agent: Agent) -> AgentClient:
     return make_client(
         agent.protocol,
         agent.endpoint_url,
-        api_key=decrypt_secret(agent.secret_encrypted),
+        **auth_options(agent),  # A10: key as Bearer or under the agent's auth header
         model=agent.model_name or None,
         timeout_s=settings.NETARENA["AGENT_TIMEOUT_S"],
         allowed_networks=allowed,

@@ -172,6 +172,11 @@ class _Hostile(BaseHTTPRequestHandler):
                     self.wfile.write(chunk)
             except OSError:
                 pass
+        elif mode == "keyed":  # a gateway that wants its key in X-API-Key
+            if self.headers.get("X-API-Key") != "k-123" or self.headers.get("Authorization"):
+                self._send(401, b'{"error": "missing key"}')
+            else:
+                self._send(200, json.dumps({"text": "done"}).encode())
         elif mode == "nonsense":
             self._send(200, json.dumps({"text": "I am a teapot."}).encode())
 
@@ -408,3 +413,44 @@ def test_a_broker_that_is_down_fails_the_preflight_instead_of_the_request(monkey
     preflight._send(run.pk)
     run.refresh_from_db()
     assert run.status == "failed" and "could not be queued" in run.checks[0]["message"]
+
+
+def test_the_key_travels_under_the_registered_header(hostile, team_on_loopback) -> None:
+    from submissions.crypto import encrypt_secret
+
+    url = hostile("keyed")
+    team_on_loopback(int(url.rsplit(":", 1)[1].strip("/")))
+    agent = _team_agent(
+        _team(),
+        url,
+        apps=["k8s"],
+        secret_encrypted=encrypt_secret("k-123"),
+        auth_header="X-API-Key",
+    )
+    run = _run(agent)
+    assert run.status == "passed", run.checks
+    # the same endpoint with the key as Authorization: Bearer is refused by the gateway
+    Agent.objects.filter(pk=agent.pk).update(auth_header="")
+    agent.refresh_from_db()
+    run = _run(agent)
+    assert run.status == "failed"
+    assert "HTTP 401" in _checks(run)["canary:k8s"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("", True),
+        ("X-API-Key", True),
+        ("api-key", True),
+        ("Authorization", True),
+        ("Host", False),
+        ("X-NetArena-Episode", False),
+        ("X API Key", False),
+        ("a:b", False),
+    ],
+)
+def test_auth_header_names(name: str, ok: bool) -> None:
+    from submissions.agent_auth import auth_header_problem
+
+    assert (auth_header_problem(name) is None) is ok

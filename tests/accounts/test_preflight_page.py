@@ -289,3 +289,21 @@ def test_team_page_and_leaderboard_link_the_agent_page(
 
 def test_unknown_agent_is_404(client: Client) -> None:
     assert client.get(reverse("agents:detail", args=[999])).status_code == 404
+
+
+def test_member_sets_the_auth_header_and_a_bad_one_is_refused(
+    client: Client, agent: Agent, member: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    client.force_login(member)
+    url = reverse("agents:edit", args=[agent.pk])
+    body = {"endpoint_url": agent.endpoint_url, "model_name": "m-1"}
+    with django_capture_on_commit_callbacks(execute=False):
+        client.post(url, {**body, "auth_header": "X-API-Key"})
+    agent.refresh_from_db()
+    assert agent.auth_header == "X-API-Key"
+    page = client.get(reverse("agents:detail", args=[agent.pk])).content.decode()
+    assert "X-API-Key: &lt;key&gt;" in page and SECRET not in page
+    refused = client.post(url, {**body, "auth_header": "Host"}, follow=True).content.decode()
+    assert "cannot carry the key" in refused
+    agent.refresh_from_db()
+    assert agent.auth_header == "X-API-Key"
