@@ -23,7 +23,7 @@ from accounts.models import TeamOwnership
 from submissions import preflight
 from submissions import services as submission_services
 from submissions.errors import ServiceError
-from submissions.models import Team
+from submissions.models import AgentPreflight, Team
 
 
 @require_http_methods(["GET", "POST"])
@@ -68,6 +68,16 @@ def team_page(request: HttpRequest) -> HttpResponse:
                 "invitation": invitation,
             }
         )
+    preflights: dict[int, str] = {}
+    for agent_id, status in (
+        AgentPreflight.objects.filter(agent__team__in=teams)
+        .order_by("agent_id", "-created_at", "-pk")
+        .values_list("agent_id", "status")
+    ):
+        preflights.setdefault(agent_id, status)  # the newest per agent
+    for team in teams:
+        for agent in team.agents.all():  # the prefetched objects the template renders
+            agent.preflight_status = preflights.get(agent.pk, "")
     return render(request, "accounts/team.html", {"rows": rows})
 
 

@@ -284,7 +284,17 @@ def test_team_page_and_leaderboard_link_the_agent_page(
     link = f'href="{reverse("agents:detail", args=[agent.pk])}"'
     assert link in client.get(reverse("leaderboard:index")).content.decode()
     client.force_login(member)
-    assert link in client.get(reverse("accounts:team")).content.decode()
+    team_page = client.get(reverse("accounts:team")).content.decode()
+    assert link in team_page
+    assert re.search(r'data-testid="preflight-probe">—<', team_page)  # none yet
+    AgentPreflight.objects.create(
+        agent=agent, endpoint_url=agent.endpoint_url, protocol=agent.protocol, status="failed"
+    )
+    AgentPreflight.objects.create(
+        agent=agent, endpoint_url=agent.endpoint_url, protocol=agent.protocol, status="passed"
+    )
+    team_page = client.get(reverse("accounts:team")).content.decode()
+    assert re.search(r'data-testid="preflight-probe">passed<', team_page)  # the newest
 
 
 def test_unknown_agent_is_404(client: Client) -> None:
