@@ -454,3 +454,21 @@ def test_auth_header_names(name: str, ok: bool) -> None:
     from submissions.agent_auth import auth_header_problem
 
     assert (auth_header_problem(name) is None) is ok
+
+
+def test_api_submission_of_a_failed_agent_is_409_preflight() -> None:
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    team = _team()
+    agent = _team_agent(team, "https://93.184.215.14/")
+    AgentPreflight.objects.create(
+        agent=agent, endpoint_url=agent.endpoint_url, protocol=agent.protocol, status="failed"
+    )
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=team.members.get())}")
+    response = client.post(
+        "/api/v1/submissions/", {"agent": agent.pk, "apps": ["malt"]}, format="json"
+    )
+    assert response.status_code == 409 and response.json()["code"] == "preflight"
+    assert not Submission.objects.exists()
