@@ -472,3 +472,18 @@ def test_api_submission_of_a_failed_agent_is_409_preflight() -> None:
     )
     assert response.status_code == 409 and response.json()["code"] == "preflight"
     assert not Submission.objects.exists()
+
+
+@pytest.mark.parametrize("app_id", app_ids())
+def test_each_apps_parser_accepts_reference_replies_and_refuses_prose(app_id: str) -> None:
+    """The canary's verdict is the app's own parser (App.reply_problem), no table per app."""
+    from evaluator.registry import get_app
+
+    app = get_app(app_id)
+    for query in app.generate(4, preflight.PREFLIGHT_SEED):
+        history = [{"role": "user", "content": query.prompt}]
+        assert app.reply_problem(app.oracle_reply(query.ground_truth, history)) is None
+        assert app.reply_problem(app.null_reply(history)) is None
+    for prose in ("", "   ", "Sure! I would be happy to help with your network."):
+        problem = app.reply_problem(prose)
+        assert isinstance(problem, str) and problem
