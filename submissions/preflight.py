@@ -586,7 +586,10 @@ def _openai_models_check(agent: Agent, answer: _Answer, data: Any) -> Check:
 
 def _check_a2a(agent: Agent) -> Check:
     title = _title("protocol")
-    client = services.agent_client_build(agent=agent)
+    try:
+        client = services.agent_client_build(agent=agent)
+    except ValueError as exc:
+        return Check("protocol", title, "failed", f"the endpoint is misconfigured: {exc}")
     try:
         if not isinstance(client, A2AClient):
             return Check("protocol", title, "failed", "not an A2A client")
