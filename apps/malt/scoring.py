@@ -41,8 +41,7 @@ from apps.malt.checks import (
     parse_graph,
 )
 from apps.malt.overlay import TopologyView
-from apps.malt.queries import ground_truth
-from apps.malt.topology import load_graph
+from apps.malt.queries import ground_truth, initial_view
 
 #: Seconds of evaluator time allowed for handling one reply: extracting the code and judging
 #: the returned value (the sandbox run in between has its own limits and is not counted). An
@@ -72,7 +71,7 @@ def failed_verdict(
 
 def expected_topology(truth: JSON) -> TopologyView:
     """Re-execute the ground-truth program to get the expected final topology (ms)."""
-    _, view = ground_truth(truth["program"])
+    _, view = ground_truth(truth["program"], truth["graph_key"])
     return view
 
 
@@ -162,7 +161,7 @@ def judge(
                     expected_view = (
                         expected_topology(truth)
                         if truth["changes_topology"]
-                        else TopologyView(load_graph())
+                        else initial_view(truth["graph_key"])
                     )
         if failure is None and expected_view is not None and judged_graph is not None:
             comparison = compare_graphs(judged_graph, NormalizedGraph.from_view(expected_view))
