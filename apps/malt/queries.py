@@ -77,7 +77,7 @@ CAPACITIES_BPS = SPEEDS_BPS
 #: Number of ports a new packet switch comes with.
 NEW_SWITCH_PORTS = (1, 2, 4, 8)
 #: Share of operands given by a property instead of a name, per level.
-PROPERTY_SHARE = {1: 0.6, 2: 0.85, 3: 0.85}
+PROPERTY_SHARE = {1: 0.7, 2: 0.85, 3: 0.85}
 
 
 @dataclass(frozen=True)
@@ -414,7 +414,7 @@ _UPDATE = (
     "{X} now runs at {cap}; update the topology.",
 )
 _ADD_PORT_NAMED = (
-    "Add a new PORT `{name}` with type=EK_PORT to the node {x}, capacity {cap}.",  # paper-like
+    "Add a new PORT `{name}` with type=EK_PORT to {x}, capacity {cap}.",  # paper-like
     "Add a new port `{name}` of {cap} to {x}.",
     "Attach a {cap} port called `{name}` to {x}.",
 )
