@@ -344,6 +344,7 @@ class Ctx:
         word = self.pick(KIND_WORDS[kind])
         where = f" of {scope.text}" if scope is not None else ""
         inside = f" in {scope.text}" if scope is not None else ""
+        pool: tuple[str, ...]
         if kind == "EK_PORT":
             pool = (
                 (f"the fastest port{where}", f"the port{where} with the highest capacity")
@@ -510,9 +511,9 @@ def _add_op(ctx: Ctx) -> tuple[Op, str, str, str | None]:
         "ports": ports,
         "port_capacity_bps": capacity,
     }
-    pool = _ADD_SWITCH_NAMED if rng.random() < 0.4 else _ADD_SWITCH_RULE
+    switch_pool = _ADD_SWITCH_NAMED if rng.random() < 0.4 else _ADD_SWITCH_RULE
     sentence = _fill(
-        ctx.pick(pool),
+        ctx.pick(switch_pool),
         target,
         name=name,
         stage=stage,
@@ -584,6 +585,11 @@ def _sequence(first: str, then: str) -> Callable[[Ctx], tuple[str, list[Op]]]:
     def make(ctx: Ctx) -> tuple[str, list[Op]]:
         maker = _add_op if first == "add" else _remove_op
         op, sentence, parent, mentioned = maker(ctx)
+        if then == "rank" and ctx.ops.kind(parent) not in _RANKABLE + ("EK_PACKET_SWITCH",):
+            # a chassis holds one switch and a control point: rank the switch's block instead
+            parent = next(
+                p for p in ctx.ops.parents(op["node"]) if ctx.ops.kind(p) in _RANKABLE
+            )
         if then == "count" and ctx.rng.random() < 0.3 and ctx.ops.parents(parent):
             parent = ctx.rng.choice(ctx.ops.parents(parent))  # ask one level higher up
         question_op, question = _question(ctx, then, _follow_up(ctx, parent, mentioned))
@@ -700,8 +706,10 @@ def _for_loop(ctx: Ctx) -> tuple[str, list[Op]]:
     sentence = _fill(
         ctx.pick(_FOR_SET), switch, t=ctx.cap_text(threshold), cap=ctx.cap_text(capacity)
     )
+    after = {capacity if p in chosen else ctx.view.attrs(p)["physical_capacity_bps"] for p in ports}
+    final_kind = ctx.pick(("capacity", "rank")) if len(after) > 1 else "capacity"
     final_op, final_sentence = _question(
-        ctx, ctx.pick(("capacity", "rank")), _follow_up(ctx, switch.node, switch.node)
+        ctx, final_kind, _follow_up(ctx, switch.node, switch.node)
     )
     program = [{"op": "for_each", "items": {"nodes": sorted(chosen)}, "body": body}, final_op]
     return _join(ctx, sentence, final_sentence), program

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from evaluator.types import JSON
@@ -218,6 +219,12 @@ def request_text(history: list[JSON]) -> str:
     return ""
 
 
+def _apply(
+    build: Callable[..., Op | None], match: re.Match[str], with_memory: bool, memory: dict[str, str]
+) -> Op | None:
+    return build(match, memory) if with_memory else build(match)
+
+
 def template_program(request: str) -> list[Op]:
     """The operation program the sentence shapes find in ``request``, in text order.
 
@@ -235,10 +242,7 @@ def template_program(request: str) -> list[Op]:
             if any(start < t_end and t_start < end for t_start, t_end in taken):
                 continue
             taken.append((start, end))
-            if with_memory:
-                found.append((start, lambda memory, b=build, m=match: b(m, memory), match))
-            else:
-                found.append((start, lambda memory, b=build, m=match: b(m), match))
+            found.append((start, partial(_apply, build, match, with_memory), match))
     program: list[Op] = []
     memory: dict[str, str] = {}  # kind -> the last node of that kind the request named
     for _, build_op, _match in sorted(found, key=lambda item: item[0]):
