@@ -77,7 +77,7 @@ CAPACITIES_BPS = SPEEDS_BPS
 #: Number of ports a new packet switch comes with.
 NEW_SWITCH_PORTS = (1, 2, 4, 8)
 #: Share of operands given by a property instead of a name, per level.
-PROPERTY_SHARE = {1: 0.7, 2: 0.85, 3: 0.85}
+PROPERTY_SHARE = {1: 0.8, 2: 0.9, 3: 0.9}
 
 
 @dataclass(frozen=True)
@@ -345,7 +345,10 @@ class Ctx:
         where = f" of {scope.text}" if scope is not None else ""
         inside = f" in {scope.text}" if scope is not None else ""
         pool: tuple[str, ...]
-        if kind == "EK_PORT":
+        if kind == "EK_PORT" and scope is not None and not scope.text.endswith("`"):
+            # the switch is itself described: "with the ... capacity" would be ambiguous
+            pool = (f"the fastest port{where}",) if largest else (f"the slowest port{where}",)
+        elif kind == "EK_PORT":
             pool = (
                 (f"the fastest port{where}", f"the port{where} with the highest capacity")
                 if largest
