@@ -55,8 +55,13 @@ class SubmitForm(forms.Form):
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         kwargs.setdefault("initial", {}).setdefault("apps", app_ids())
         super().__init__(*args, **kwargs)
-        self.fields["agent"].queryset = (  # type: ignore[attr-defined]
+        agents = (
             Agent.objects.filter(team__members=user, is_active=True)
             .select_related("team")
             .order_by("team__name", "name")
         )
+        self.fields["agent"].queryset = agents  # type: ignore[attr-defined]
+        if len(agents) == 1:
+            # the only choice is chosen for the user (no blank "---------" to pick past)
+            self.fields["agent"].initial = agents[0].pk
+            self.fields["agent"].empty_label = None  # type: ignore[attr-defined]

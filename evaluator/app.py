@@ -61,6 +61,15 @@ class Episode(ABC):
     def close(self) -> None:
         """Tear down or restore the emulator. Idempotent; never raises for agent reasons."""
 
+    def instance_names(self) -> dict[str, str]:
+        """Names unique to this live episode that the observations show and replies may quote
+        (route: the node-name prefix, ``{"prefix": "nq7x_"}``); valid after :meth:`reset`.
+
+        Re-judging (``evaluator.rejudge``) maps a stored episode's names onto the replay's so
+        that stored replies address the fresh emulator. Default: none.
+        """
+        return {}
+
     def __enter__(self) -> Episode:
         return self
 

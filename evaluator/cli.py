@@ -49,6 +49,12 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--concurrency", type=int, default=1, help="episodes run at once")
     parser.add_argument(
+        "--trials",
+        type=int,
+        default=1,
+        help="run every query this many times and report pass^k (default 1)",
+    )
+    parser.add_argument(
         "--oracle-vault",
         default=None,
         help="directory shared with a locally served oracle reference agent",
@@ -76,6 +82,9 @@ def run_evaluate(options: argparse.Namespace, out: object = sys.stdout) -> int:
         return 2
     if options.queries < 1:
         write("error: --queries must be at least 1\n")
+        return 2
+    if options.trials < 1:
+        write("error: --trials must be at least 1\n")
         return 2
     api_key = None
     if options.api_key_env:
@@ -105,7 +114,8 @@ def run_evaluate(options: argparse.Namespace, out: object = sys.stdout) -> int:
         safe = "safe" if result.safe else "UNSAFE"
         write(
             f"{mark} {safe:6} {result.app_id:<5} L{result.level} {result.label:<16} "
-            f"{result.query_id} steps={result.steps} latency={result.latency_s:.3f}s"
+            f"{result.query_id}{f' trial={result.trial}' if options.trials > 1 else ''} "
+            f"steps={result.steps} latency={result.latency_s:.3f}s"
             f"{'' if result.failure is None else ' failure=' + result.failure}\n"
         )
 
@@ -120,6 +130,7 @@ def run_evaluate(options: argparse.Namespace, out: object = sys.stdout) -> int:
             vault=vault,
             concurrency=options.concurrency,
             max_steps=options.max_steps,
+            trials=options.trials,
             on_result=progress,
         )
     finally:

@@ -7,6 +7,7 @@ episode per task instead.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,9 +32,12 @@ def evaluate_agent(
     vault: OracleVault | None = None,
     concurrency: int = 1,
     max_steps: int | None = None,
+    trials: int = 1,
     on_result: Callable[[EpisodeResult], None] | None = None,
 ) -> JSON:
-    """Generate ``queries_per_app`` queries per app and run them with ``client``.
+    """Generate ``queries_per_app`` queries per app and run each ``trials`` times with
+    ``client`` (``EpisodeResult.trial`` numbers the repetitions; the summary then carries
+    pass^k, see :func:`evaluator.report.trial_summary`).
 
     With ``vault``, each episode's query is deposited in it for the episode's duration (for a
     locally served oracle reference agent).
@@ -44,26 +48,32 @@ def evaluate_agent(
 
     Raises:
         UnknownAppError: an app id is not registered or cannot be imported.
-        ValueError: bad counts or levels (from the apps' ``generate``).
+        ValueError: bad counts or levels (from the apps' ``generate``), ``trials < 1``.
     """
+    if trials < 1:
+        raise ValueError(f"trials must be at least 1, got {trials}")
     started_at = datetime.now(UTC).isoformat()
     apps = [get_app(app_id) for app_id in app_ids]
     jobs = [
-        (app, query) for app in apps for query in app.generate(queries_per_app, seed, level=level)
+        (app, query, trial)
+        for app in apps
+        for query in app.generate(queries_per_app, seed, level=level)
+        for trial in range(trials)
     ]
     results: list[EpisodeResult] = []
     t0 = time.perf_counter()
 
-    def work(job: tuple[App, Query]) -> EpisodeResult:
-        app, query = job
+    def work(job: tuple[App, Query, int]) -> EpisodeResult:
+        app, query, trial = job
         episode_id = new_episode_id()
         deposit = (
             vault.deposit(query, episode_id) if vault is not None else contextlib.nullcontext()
         )
         with deposit:
-            return run_episode_guarded(
+            result = run_episode_guarded(
                 app, query, client, max_steps=max_steps, episode_id=episode_id
             )
+        return dataclasses.replace(result, trial=trial)
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         for result in pool.map(work, jobs):
@@ -78,6 +88,7 @@ def evaluate_agent(
         "run": {
             "seed": seed,
             "queries_per_app": queries_per_app,
+            "trials": trials,
             "level": level,
             "started_at": started_at,
             "finished_at": datetime.now(UTC).isoformat(),

@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Sequence
 
-from evaluator.agents.base import AgentClient, AgentError
+from evaluator.agents.base import AgentClient, AgentError, AgentReply
 from evaluator.app import App, EmulatorError
 from evaluator.clip import DETAILS_MAX_BYTES, INFO_MAX_BYTES, clip_json, clip_text
 from evaluator.deadline import JudgeBudgetExceeded
@@ -26,11 +27,18 @@ TRANSCRIPT_ENTRY_MAX_CHARS = 20_000
 TRANSCRIPT_MAX_CHARS = 400_000
 #: An episode whose emulator failed is tried this many times before it is recorded as an
 #: infrastructure failure (excluded from the agent's statistics).
-INFRASTRUCTURE_ATTEMPTS = 2
+INFRASTRUCTURE_ATTEMPTS = 3
+#: Seconds to wait before the 2nd, 3rd, ... attempt (back-off: a busy host or a cluster that
+#: is still settling gets time to recover; the last value repeats).
+INFRASTRUCTURE_BACKOFF_S = (0.5, 2.0)
 #: ``failure`` prefix of an episode whose step or verdict raised while handling the agent's
 #: output (``"bad_output:RecursionError"``): the agent's failure, scored incorrect and unsafe
 #: (issue 9 item 3: a reply that crashes the judge must not drop the query from the score).
 BAD_OUTPUT = "bad_output"
+#: Characters of agent replies kept in full per episode for re-judging
+#: (``EpisodeResult.replay``); an episode whose replies are longer is recorded as not
+#: replayable (``replay = None``) rather than replayed from a cut transcript.
+REPLAY_MAX_CHARS = 2_000_000
 
 
 def _clip(text: str) -> str:
@@ -59,6 +67,31 @@ class _Transcript:
         for key, value in extra.items():
             entry[key] = clip_json(value, max_bytes=INFO_MAX_BYTES) if key == "info" else value
         self.entries.append(entry)
+
+
+class _Usage:
+    """Token counts and model name summed over an episode's replies (None until reported)."""
+
+    def __init__(self) -> None:
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.model: str | None = None
+
+    def add(self, reply: AgentReply) -> None:
+        if reply.input_tokens is not None:
+            self.input_tokens = (self.input_tokens or 0) + reply.input_tokens
+        if reply.output_tokens is not None:
+            self.output_tokens = (self.output_tokens or 0) + reply.output_tokens
+        if reply.model is not None:
+            self.model = reply.model
+
+
+def _keep_for_replay(kept: list[str] | None, text: str) -> list[str] | None:
+    """Append ``text`` unless the replies would exceed :data:`REPLAY_MAX_CHARS` (then None)."""
+    if kept is None or sum(map(len, kept)) + len(text) > REPLAY_MAX_CHARS:
+        return None
+    kept.append(text)
+    return kept
 
 
 def new_episode_id() -> str:
@@ -91,12 +124,17 @@ def run_episode(
     episode_id = episode_id or new_episode_id()
     transcript = _Transcript()
     agent_failure: str | None = None
+    agent_error_message = ""
     output_failure: str | None = None
     agent_s = 0.0
     replies = 0
+    usage = _Usage()
+    replayed: list[str] | None = []
     started = time.perf_counter()
     with app.episode(query, max_steps=budget) as episode:
         observation = episode.reset()
+        instance_names = episode.instance_names()
+        client.episode_started(instance_names)
         messages: list[JSON] = [{"role": "user", "content": observation}]
         transcript.add("user", observation)
         for _ in range(budget):
@@ -104,10 +142,13 @@ def run_episode(
                 reply = client.complete(messages, episode_id=episode_id)
             except AgentError as exc:
                 agent_failure = f"agent:{exc.category}"
+                agent_error_message = str(exc)
                 transcript.add("error", str(exc))
                 break
             agent_s += reply.latency_s
             replies += 1
+            usage.add(reply)
+            replayed = _keep_for_replay(replayed, reply.text)
             transcript.add("assistant", reply.text, latency_s=reply.latency_s)
             try:
                 result = episode.step(reply.text)
@@ -152,6 +193,20 @@ def run_episode(
         failure=None if correct else failure,
         details=clip_json(verdict.details, max_bytes=DETAILS_MAX_BYTES),
         transcript=transcript.entries,
+        changed_state=verdict.changed_state,
+        blast_radius=verdict.blast_radius,
+        replay=None
+        if replayed is None
+        else {
+            "replies": replayed,
+            "agent_failure": agent_failure,
+            "agent_error": agent_error_message[:2000] if agent_failure else None,
+            "max_steps": budget,
+            "instance_names": instance_names,
+        },
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        served_model=usage.model,
     )
 
 
@@ -176,16 +231,20 @@ def run_episode_guarded(
     *,
     max_steps: int | None = None,
     episode_id: str | None = None,
+    backoff_s: Sequence[float] = INFRASTRUCTURE_BACKOFF_S,
 ) -> EpisodeResult:
     """:func:`run_episode` with retries on emulator failures; never raises ``EmulatorError``.
 
     An episode whose emulator fails :data:`INFRASTRUCTURE_ATTEMPTS` times in a row comes back
-    as :meth:`EpisodeResult.for_infrastructure_failure` (``result.infrastructure`` is set).
+    as :meth:`EpisodeResult.for_infrastructure_failure` (``result.infrastructure`` is set);
+    before attempt ``k + 1`` it waits ``backoff_s[k - 1]`` seconds (the last value repeats).
     Every attempt uses the same ``episode_id`` (default: one fresh random token).
     """
     episode_id = episode_id or new_episode_id()
     last_error = ""
     for attempt in range(1, INFRASTRUCTURE_ATTEMPTS + 1):
+        if attempt > 1 and backoff_s:
+            time.sleep(backoff_s[min(attempt - 2, len(backoff_s) - 1)])
         try:
             return run_episode(app, query, client, max_steps=max_steps, episode_id=episode_id)
         except EmulatorError as exc:

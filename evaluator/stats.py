@@ -135,3 +135,81 @@ def tie_ranks(intervals: Sequence[Interval], higher_is_better: bool = True) -> l
                 better += 1
         ranks.append(1 + better)
     return ranks
+
+
+#: Significance level of paired comparisons (two-sided).
+PAIRED_ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Two agents on the queries both were judged on (McNemar's exact test).
+
+    Attributes:
+        shared: number of queries both agents have a verdict on.
+        only_first, only_second: discordant pairs: queries the first agent solved and the
+            second did not, and the reverse.
+        p_value: two-sided exact McNemar p-value (binomial test of ``only_first`` out of
+            ``only_first + only_second`` at 1/2; 1.0 without discordant pairs).
+    """
+
+    shared: int
+    only_first: int
+    only_second: int
+    p_value: float
+
+    def first_is_better(self, alpha: float = PAIRED_ALPHA) -> bool:
+        """The first agent solved significantly more of the shared queries."""
+        return self.p_value < alpha and self.only_first > self.only_second
+
+    def tied(self, alpha: float = PAIRED_ALPHA) -> bool:
+        """Neither agent is significantly better on the shared queries."""
+        return self.p_value >= alpha
+
+
+def paired_comparison(first: dict[str, bool], second: dict[str, bool]) -> PairedComparison:
+    """Compare two agents' per-query outcomes (query id -> success) on their shared queries.
+
+    McNemar's test (McNemar 1947) in its exact form: under the null hypothesis a discordant
+    query is equally likely to favour either agent, so ``only_first`` is Binomial(b + c, 1/2)
+    (``scipy.stats.binomtest``). Pairing removes the variance that comes from which queries
+    were drawn, so agents judged on the same round separate with fewer queries than
+    independent Wilson intervals need.
+    """
+    shared = first.keys() & second.keys()
+    only_first = sum(1 for q in shared if first[q] and not second[q])
+    only_second = sum(1 for q in shared if second[q] and not first[q])
+    discordant = only_first + only_second
+    p_value = (
+        1.0
+        if discordant == 0
+        else float(scipy_stats.binomtest(only_first, discordant, 0.5).pvalue)
+    )
+    return PairedComparison(len(shared), only_first, only_second, min(1.0, p_value))
+
+
+def paired_ranks(
+    outcomes: Sequence[dict[str, bool]], alpha: float = PAIRED_ALPHA
+) -> tuple[list[int], list[list[int]]]:
+    """Ranks and tie groups from pairwise paired comparisons on shared queries.
+
+    ``outcomes[i]`` maps query id to success for agent ``i``. An agent's rank is 1 + the
+    number of agents significantly better than it (:meth:`PairedComparison.first_is_better`);
+    ``tied_with[i]`` lists the other agents that are not significantly different from it
+    ("statistically tied with"). No correction for multiple comparisons is applied: each pair
+    is one test at ``alpha`` (docs/metrics.md). O(agents² × queries).
+    """
+    count = len(outcomes)
+    ranks = [1] * count
+    tied_with: list[list[int]] = [[] for _ in range(count)]
+    for i in range(count):
+        for j in range(i + 1, count):
+            comparison = paired_comparison(outcomes[i], outcomes[j])
+            if comparison.tied(alpha):
+                tied_with[i].append(j)
+                tied_with[j].append(i)
+            elif comparison.first_is_better(alpha):
+                ranks[j] += 1
+            else:
+                ranks[i] += 1
+    return ranks, tied_with

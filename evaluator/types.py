@@ -163,6 +163,17 @@ class Verdict:
         failure: short machine-readable failure category, ``None`` when correct
             (``"no_reply"``, ``"timeout"``, ``"wrong_answer"``, ``"sandbox:memory"``...).
         details: JSON data explaining the verdict (diffs, violated constraints, matrices).
+        changed_state: whether the agent changed the state it was given (MALT: returned a
+            topology that differs from the input; route/k8s: ran a step that changed a node or
+            the cluster). ``None`` when the app could not tell (the episode broke off). The
+            share of ``True`` is the *action rate* (issue 14): it separates an agent that was
+            safe by doing nothing from one that was safe while acting.
+        blast_radius: graded safety (issue 14 item 3): how much the agent broke, in the app's
+            unit (route: host pairs reachable after fault injection that a step made
+            unreachable, at the worst step; k8s: intended connections broken or forbidden
+            ones opened, at the worst step; MALT: elements of the topology the query leaves
+            untouched that the returned graph removed, altered or added). 0 when nothing was
+            broken, ``None`` when the app could not tell.
     """
 
     correct: bool
@@ -171,6 +182,8 @@ class Verdict:
     steps: int
     failure: str | None = None
     details: JSON = field(default_factory=dict)
+    changed_state: bool | None = None
+    blast_radius: int | None = None
 
     def to_dict(self) -> JSON:
         """Return a JSON-serialisable dict."""
@@ -224,6 +237,18 @@ class EpisodeResult:
         transcript: the conversation, ``{"role", "content", ...}`` entries in order.
         infrastructure: set when the evaluator could not run the episode (not the agent's
             fault; excluded from statistics); ``None`` for every scored episode.
+        changed_state: :attr:`Verdict.changed_state` (``None`` when unknown).
+        blast_radius: :attr:`Verdict.blast_radius` (``None`` when unknown).
+        input_tokens, output_tokens: tokens the endpoint reported over the episode's calls
+            (summed over the replies that reported them; ``None`` when none did).
+        served_model: the last model name the endpoint reported (``None`` when none did).
+        replay: what re-judging needs besides the query (issue 14 item 8): ``{"replies":
+            [full reply texts in order], "agent_failure": "agent:<category>" or None,
+            "agent_error": message or None, "max_steps": int, "instance_names":
+            Episode.instance_names()}``; ``None`` when the replies
+            were too long to keep (``evaluator.runner.REPLAY_MAX_CHARS``) or the episode
+            never ran (infrastructure failure).
+        trial: which repetition of the query this episode is (0-based; ``evaluate --trials``).
     """
 
     app_id: str
@@ -243,6 +268,13 @@ class EpisodeResult:
     details: JSON = field(default_factory=dict)
     transcript: list[JSON] = field(default_factory=list)
     infrastructure: InfrastructureFailure | None = None
+    changed_state: bool | None = None
+    replay: JSON | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    served_model: str | None = None
+    trial: int = 0
+    blast_radius: int | None = None
 
     @property
     def label(self) -> str:

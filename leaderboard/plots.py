@@ -16,13 +16,15 @@ from submissions.selectors import Standing
 
 
 def ci_overlap_figure(*, app_id: str, rows: Sequence[Standing]) -> dict[str, Any]:
-    """Correctness of each agent with its 95% Wilson interval, one horizontal bar per agent.
+    """Correct-and-safe rate of each agent (the rank key) with its 95% Wilson interval, one
+    horizontal bar per agent.
 
     Agents whose intervals overlap share a tie rank; the shaded band marks the leader's interval
     so that overlaps can be read off directly.
     """
     names = [f"#{r.rank} {r.agent.name}" for r in rows]
-    values = [100 * r.correctness.value for r in rows]
+    intervals = [r.correct_and_safe for r in rows]
+    values = [100 * i.value for i in intervals]
     fig = go.Figure(
         go.Scatter(
             x=values,
@@ -32,15 +34,15 @@ def ci_overlap_figure(*, app_id: str, rows: Sequence[Standing]) -> dict[str, Any
             error_x={
                 "type": "data",
                 "symmetric": False,
-                "array": [100 * (r.correctness.high - r.correctness.value) for r in rows],
-                "arrayminus": [100 * (r.correctness.value - r.correctness.low) for r in rows],
+                "array": [100 * (i.high - i.value) for i in intervals],
+                "arrayminus": [100 * (i.value - i.low) for i in intervals],
                 "thickness": 2,
             },
             hovertemplate="%{y}: %{x:.1f}%<extra></extra>",
         )
     )
     if rows:
-        leader = rows[0].correctness
+        leader = rows[0].correct_and_safe
         fig.add_vrect(
             x0=100 * leader.low,
             x1=100 * leader.high,
@@ -49,8 +51,8 @@ def ci_overlap_figure(*, app_id: str, rows: Sequence[Standing]) -> dict[str, Any
             line_width=0,
         )
     fig.update_layout(
-        title=f"{app_id}: correctness with 95% Wilson intervals",
-        xaxis={"title": "correct episodes (%)", "range": [0, 100]},
+        title=f"{app_id}: correct and safe with 95% Wilson intervals",
+        xaxis={"title": "correct and safe episodes (%)", "range": [0, 100]},
         yaxis={"autorange": "reversed"},
         height=120 + 40 * max(1, len(rows)),
         margin={"l": 160, "r": 20, "t": 50, "b": 50},

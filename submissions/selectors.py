@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import Exists, OuterRef
 
@@ -26,15 +26,29 @@ from submissions.models import Agent, EpisodeRecord, Submission, Team
 
 @dataclass
 class Standing:
-    """One leaderboard row: an agent's figures in one app (rates in [0, 1], latency in s)."""
+    """One leaderboard row: an agent's figures in one app (rates in [0, 1], latency in s).
+
+    ``correct_and_safe`` (episodes both correct and safe) is the headline and rank key (issue 14
+    item 1): an agent that changes nothing is safe but never correct. ``action_rate`` is the
+    share of episodes with a known ``changed_state`` in which the agent changed the state;
+    ``agent_s`` the evaluator-measured seconds spent waiting for the agent per episode;
+    ``tokens_mean`` the endpoint-reported tokens (in + out) per episode, ``None`` when it
+    reported none; ``blast_radius_mean`` the mean blast radius of the unsafe episodes (what
+    they broke, in the app's unit; NaN without unsafe episodes).
+    """
 
     agent: Agent
     submission: Submission
     n: int
+    correct_and_safe: Interval
     correctness: Interval
     safety: Interval
     latency_s: Interval
+    agent_s: Interval
     steps_mean: float
+    action_rate: Interval
+    blast_radius_mean: Interval
+    tokens_mean: float | None
     levels: dict[int, Interval] = field(default_factory=dict)
     labels: dict[str, Interval] = field(default_factory=dict)
     rank: int = 0
@@ -70,48 +84,90 @@ def latest_submissions(*, app_id: str) -> list[Submission]:
     return list(latest.values())
 
 
+class _Verdict(NamedTuple):
+    """The columns of one scored episode that standings aggregate."""
+
+    submission_id: int
+    level: int
+    label: str
+    correct: bool
+    safe: bool
+    latency_s: float | None
+    agent_s: float | None
+    steps: int | None
+    changed_state: bool | None
+    blast_radius: int | None
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+def _tokens_mean(episodes: list[_Verdict]) -> float | None:
+    """Mean reported tokens (in + out) per episode over the episodes that reported any."""
+    totals = [
+        (e.input_tokens or 0) + (e.output_tokens or 0)
+        for e in episodes
+        if e.input_tokens is not None or e.output_tokens is not None
+    ]
+    return sum(totals) / len(totals) if totals else None
+
+
+def _standing(submission: Submission, episodes: list[_Verdict]) -> Standing:
+    n = len(episodes)
+    by_level: dict[int, list[bool]] = defaultdict(list)
+    by_label: dict[str, list[bool]] = defaultdict(list)
+    for e in episodes:
+        by_level[e.level].append(e.correct)
+        by_label[e.label].append(e.correct)
+    actions = [e.changed_state for e in episodes if e.changed_state is not None]
+    return Standing(
+        agent=submission.agent,
+        submission=submission,
+        n=n,
+        correct_and_safe=wilson_interval(sum(e.correct and e.safe for e in episodes), n),
+        correctness=wilson_interval(sum(e.correct for e in episodes), n),
+        safety=wilson_interval(sum(e.safe for e in episodes), n),
+        latency_s=mean_interval([e.latency_s for e in episodes if e.latency_s is not None]),
+        agent_s=mean_interval([e.agent_s for e in episodes if e.agent_s is not None]),
+        steps_mean=sum(e.steps or 0 for e in episodes) / n,
+        action_rate=wilson_interval(sum(actions), len(actions)),
+        blast_radius_mean=mean_interval(
+            [e.blast_radius for e in episodes if not e.safe and e.blast_radius is not None]
+        ),
+        tokens_mean=_tokens_mean(episodes),
+        levels={k: wilson_interval(sum(v), len(v)) for k, v in sorted(by_level.items())},
+        labels={k: wilson_interval(sum(v), len(v)) for k, v in sorted(by_label.items())},
+    )
+
+
 def standings(*, app_id: str) -> list[Standing]:
-    """Per-app standings ordered by tie rank, then correctness, then safety.
+    """Per-app standings ordered by tie rank on correct-and-safe, then correct-and-safe,
+    correctness and safety.
 
     One query fetches the verdicts of every chosen submission; the aggregation runs in Python
     (a few thousand rows per app).
     """
     chosen = {s.pk: s for s in latest_submissions(app_id=app_id)}
-    verdicts: dict[int, list[tuple[int, str, bool, bool, float | None, int | None]]] = {
-        pk: [] for pk in chosen
-    }
+    verdicts: dict[int, list[_Verdict]] = {pk: [] for pk in chosen}
     rows_iter = EpisodeRecord.objects.filter(
         submission_id__in=list(chosen), app_id=app_id, status=EpisodeRecord.Status.DONE
-    ).values_list("submission_id", "level", "label", "correct", "safe", "latency_s", "steps")
-    for submission_id, level, label, correct, safe, latency_s, steps in rows_iter:
-        verdicts[submission_id].append((level, label, bool(correct), bool(safe), latency_s, steps))
-    rows: list[Standing] = []
-    for submission_id, episodes in verdicts.items():
-        if not episodes:
-            continue
-        n = len(episodes)
-        by_level: dict[int, list[bool]] = defaultdict(list)
-        by_label: dict[str, list[bool]] = defaultdict(list)
-        for level, label, correct, _, _, _ in episodes:
-            by_level[level].append(correct)
-            by_label[label].append(correct)
-        submission = chosen[submission_id]
-        rows.append(
-            Standing(
-                agent=submission.agent,
-                submission=submission,
-                n=n,
-                correctness=wilson_interval(sum(e[2] for e in episodes), n),
-                safety=wilson_interval(sum(e[3] for e in episodes), n),
-                latency_s=mean_interval([e[4] for e in episodes if e[4] is not None]),
-                steps_mean=sum(e[5] or 0 for e in episodes) / n,
-                levels={k: wilson_interval(sum(v), len(v)) for k, v in sorted(by_level.items())},
-                labels={k: wilson_interval(sum(v), len(v)) for k, v in sorted(by_label.items())},
-            )
+    ).values_list(*_Verdict._fields)
+    for values in rows_iter:
+        verdict = _Verdict(*values)
+        verdicts[verdict.submission_id].append(
+            verdict._replace(correct=bool(verdict.correct), safe=bool(verdict.safe))
         )
-    for row, rank in zip(rows, tie_ranks([r.correctness for r in rows]), strict=True):
+    rows = [_standing(chosen[pk], episodes) for pk, episodes in verdicts.items() if episodes]
+    for row, rank in zip(rows, tie_ranks([r.correct_and_safe for r in rows]), strict=True):
         row.rank = rank
-    rows.sort(key=lambda r: (r.rank, -r.correctness.value, -r.safety.value, r.agent.name))
+    rows.sort(
+        key=lambda r: (
+            r.rank,
+            -r.correct_and_safe.value,
+            -r.correctness.value,
+            -r.safety.value,
+            r.agent.name,
+        )
+    )
     return rows
 
 

@@ -19,6 +19,7 @@ import pytest
 from evaluator.agents.base import AgentClient, AgentReply
 from evaluator.app import App, DependencyMissingError, Episode, ReplyFormat
 from evaluator.registry import app_ids, get_app, worker_queues
+from evaluator.rejudge import rejudge
 from evaluator.runner import run_episode
 from evaluator.types import JSON, Query
 from tests.conftest import require, require_root
@@ -127,6 +128,29 @@ def test_oracle_correct_and_safe_null_incorrect(app_id: str) -> None:
         # every query of every registered app needs a change (an answer or a repair)
         null = _run_or_require(app, query, ReplyClient(app.null_reply))
         assert not null.correct, query.label
+        # the action rate is defined for every app: the null agent never changes the state
+        assert null.changed_state is False, (query.label, null.changed_state)
+        assert isinstance(oracle.changed_state, bool), (query.label, oracle.changed_state)
+
+
+@pytest.mark.parametrize("app_id", _episode_params())
+def test_stored_episodes_are_rejudged_to_the_same_verdict(app_id: str) -> None:
+    """Issue 14 item 8: replaying stored replies in a fresh emulator reproduces the verdict
+    (oracle, null and, where the app has one, the heuristic: correct, incorrect, unsafe mixes)."""
+    app = get_app(app_id)
+    if app.needs_root:
+        require_root()
+    query = app.generate(1, seed=SEED + 1, level=max(app.levels))[0]
+    clients = [
+        ReplyClient(partial(app.oracle_reply, query.ground_truth)),
+        ReplyClient(app.null_reply),
+    ]
+    if app.has_heuristic:
+        clients.append(ReplyClient(lambda messages: app.heuristic_reply(messages) or ""))
+    for client in clients:
+        stored = _run_or_require(app, query, client)
+        outcome = rejudge(app, Query.from_dict(query.to_dict()), stored.to_dict())
+        assert outcome.reproduced, (query.label, outcome.differences)
 
 
 @pytest.mark.parametrize("app_id", _episode_params())

@@ -251,6 +251,10 @@ class RouteEpisode(Episode):
             },
         )
 
+    def instance_names(self) -> dict[str, str]:
+        """The episode's node-name prefix, which observations show and commands quote."""
+        return {"prefix": self.network.topology.prefix}
+
     def close(self) -> None:
         """Tear the network down (idempotent)."""
         self.network.stop()

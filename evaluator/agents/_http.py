@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import httpx
 
-from evaluator.agents.base import AgentClient, AgentError, AgentReply
+from evaluator.agents.base import AgentClient, AgentError, AgentReply, usage_from
 from evaluator.agents.guard import OutboundGuard, RefusedAddressError, ResolveError
 from evaluator.types import JSON
 
@@ -134,6 +134,12 @@ class GuardedHttpClient(AgentClient):
             AgentError: category ``bad_response`` when the JSON has the wrong shape.
         """
 
+    def parse_usage(self, data: Any) -> tuple[int | None, int | None, str | None]:
+        """Return ``(input_tokens, output_tokens, model)`` the response reports (default:
+        ``data["usage"]["input_tokens"/"output_tokens"]`` and ``data["model"]``); ``None``
+        for anything absent or malformed. Never raises."""
+        return usage_from(data, "usage", "input_tokens", "output_tokens")
+
     def request_headers(self, episode_id: str) -> dict[str, str]:
         """Headers of one request, with ``Authorization: Bearer`` when an API key is set."""
         headers = {
@@ -163,7 +169,15 @@ class GuardedHttpClient(AgentClient):
                 "bad_response", f"agent response is not usable JSON: {excerpt(raw)}"
             ) from None
         text = self.parse_reply(data)
-        return AgentReply(text=text, latency_s=time.perf_counter() - started)
+        latency_s = time.perf_counter() - started
+        input_tokens, output_tokens, model = self.parse_usage(data)
+        return AgentReply(
+            text=text,
+            latency_s=latency_s,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            model=model,
+        )
 
     def request_with_retries(
         self,

@@ -51,7 +51,7 @@ from evaluator.agents._http import (
     excerpt,
     public_url,
 )
-from evaluator.agents.base import AgentError, AgentReply
+from evaluator.agents.base import AgentError, AgentReply, usage_from
 from evaluator.agents.guard import RefusedAddressError, ResolveError
 from evaluator.types import JSON
 
@@ -492,6 +492,14 @@ class A2AClient(GuardedHttpClient):
             f"A2A result of kind {excerpt(str(kind), 40)}; message/send answers a message or "
             "a task",
         )
+
+    def parse_usage(self, data: Any) -> tuple[int | None, int | None, str | None]:
+        """Token counts and model from the result's ``metadata`` when the agent puts them there
+        (``{"usage": {"input_tokens", "output_tokens"}, "model"}``; A2A defines no usage
+        field, so this is our convention, docs/agent-protocols.md); never raises."""
+        result = data.get("result") if isinstance(data, dict) else None
+        metadata = result.get("metadata") if isinstance(result, dict) else None
+        return usage_from(metadata, "usage", "input_tokens", "output_tokens")
 
     def describe(self) -> JSON:
         """Protocol, endpoint, limits, A2A version and the fetched card's fingerprint."""

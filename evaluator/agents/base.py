@@ -24,10 +24,60 @@ class AgentError(Exception):
 
 @dataclass(frozen=True)
 class AgentReply:
-    """One agent answer: its text and how long the call took (seconds, wall clock)."""
+    """One agent answer.
+
+    Attributes:
+        text: the reply text.
+        latency_s: seconds of the evaluator's wall clock from sending the request to the last
+            byte of the response (never a figure the agent reports; issue 14 item 4).
+        input_tokens, output_tokens: token counts the endpoint reported for this call (the
+            OpenAI ``usage`` object, or ``usage`` in http-json / A2A metadata), ``None`` when
+            it reported none or nothing usable. Self-reported: shown as cost, never scored.
+        model: the model name the endpoint reported (``None`` when absent).
+    """
 
     text: str
     latency_s: float
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    model: str | None = None
+
+
+#: Largest token count accepted from one reply; larger (or negative, or non-integer) reported
+#: counts are treated as not reported.
+MAX_REPORTED_TOKENS = 100_000_000
+#: Longest reported model name kept (characters).
+MODEL_NAME_MAX_CHARS = 200
+
+
+def reported_tokens(value: object) -> int | None:
+    """A token count from agent JSON: a plain int in ``[0, MAX_REPORTED_TOKENS]``, else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if 0 <= value <= MAX_REPORTED_TOKENS:
+            return value
+    return None
+
+
+def reported_model(value: object) -> str | None:
+    """A model name from agent JSON: printable text cut to ``MODEL_NAME_MAX_CHARS``, else None."""
+    if not isinstance(value, str):
+        return None
+    text = "".join(ch for ch in value if ch.isprintable())[:MODEL_NAME_MAX_CHARS].strip()
+    return text or None
+
+
+def usage_from(
+    data: object, usage_key: str, input_key: str, output_key: str, model_key: str = "model"
+) -> tuple[int | None, int | None, str | None]:
+    """Read ``(input_tokens, output_tokens, model)`` from ``data[usage_key]`` and
+    ``data[model_key]``; anything missing or malformed becomes ``None`` (never raises)."""
+    if not isinstance(data, dict):
+        return None, None, None
+    usage = data.get(usage_key)
+    model = reported_model(data.get(model_key))
+    if not isinstance(usage, dict):
+        return None, None, model
+    return reported_tokens(usage.get(input_key)), reported_tokens(usage.get(output_key)), model
 
 
 class AgentClient(ABC):
@@ -43,6 +93,10 @@ class AgentClient(ABC):
     @abstractmethod
     def complete(self, messages: list[JSON], *, episode_id: str) -> AgentReply:
         """Return the agent's reply to ``messages``. Raises :class:`AgentError`."""
+
+    def episode_started(self, instance_names: dict[str, str]) -> None:  # noqa: B027
+        """Hook called once per episode after reset with ``Episode.instance_names()``; agent
+        endpoints ignore it (the replay client of ``evaluator.rejudge`` uses it)."""
 
     def describe(self) -> JSON:
         """JSON description for result files (never includes secrets)."""

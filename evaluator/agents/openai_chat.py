@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evaluator.agents._http import GuardedHttpClient, message_text
-from evaluator.agents.base import AgentError
+from evaluator.agents.base import AgentError, usage_from
 from evaluator.types import JSON
 
 CHAT_PATH = "/v1/chat/completions"
@@ -87,6 +87,11 @@ class OpenAIChatClient(GuardedHttpClient):
             return message_text(message)
         except ValueError as exc:
             raise AgentError("bad_response", f"chat completion message: {exc}") from None
+
+    def parse_usage(self, data: Any) -> tuple[int | None, int | None, str | None]:
+        """``usage.prompt_tokens``, ``usage.completion_tokens`` and ``model`` of a chat
+        completion (OpenAI API reference, "The chat completion object"); never raises."""
+        return usage_from(data, "usage", "prompt_tokens", "completion_tokens")
 
     def describe(self) -> JSON:
         """Protocol, endpoint, limits and model name (the API key is never included)."""

@@ -33,3 +33,11 @@ def seconds(interval: Interval) -> str:
     if math.isnan(interval.value):
         return "–"
     return f"{interval.value:.3f} s [{interval.low:.3f}, {interval.high:.3f}]"
+
+
+@register.filter
+def number(value: float | None) -> str:
+    """A mean count as '12.5'; NaN/None -> '–'."""
+    if value is None or math.isnan(value):
+        return "–"
+    return f"{value:.1f}"

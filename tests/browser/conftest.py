@@ -44,9 +44,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium_browser() -> Iterator[Browser]:
-    """One headless Chromium for the session (the system binary, never a download)."""
+    """One headless Chromium per test module (the system binary, never a download).
+
+    Module scope, not session scope: Playwright's event loop runs in the test thread while the
+    browser lives, and must be gone before tests outside tests/browser (``asyncio.run`` callers,
+    Django's async-safety check) run in the same process.
+    """
     executable = require_tool("chromium")
     try:
         from playwright.sync_api import sync_playwright

@@ -36,7 +36,7 @@ def test_register_agent_then_submit_it(page: Page) -> None:
 
     page.get_by_role("link", name="Register an agent").click()
     page.get_by_label("Team").select_option(label="mia-team")
-    page.get_by_label("Name").fill("probe")
+    page.get_by_label("Name", exact=True).fill("probe")
     page.get_by_label("Endpoint URL").fill("https://93.184.215.14/v1")
     page.get_by_label("Protocol").select_option("openai-chat")
     page.get_by_label("Model name").fill("m-1")

@@ -86,7 +86,7 @@ def _evaluate(url: str, protocol: str, out: Path, queries: int, vault: Path | No
 
 
 @pytest.mark.parametrize(
-    ("kind", "protocol", "queries"), [("oracle", "http-json", 200), ("null", "openai-chat", 40)]
+    ("kind", "protocol", "queries"), [("oracle", "http-json", 45), ("null", "openai-chat", 15)]
 )
 def test_reference_agents_score_as_expected(tmp_path, kind, protocol, queries):
     vault = tmp_path / "vault"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from evaluator import runner
 from evaluator.agents.base import AgentClient, AgentError, AgentReply
 from evaluator.app import EmulatorError
 from evaluator.oracle_vault import OracleVault
@@ -104,11 +105,14 @@ class BrokenEmulatorApp(GuessApp):
         return Broken(query)
 
 
-def test_emulator_failure_is_a_typed_infrastructure_result_after_retries():
+def test_emulator_failure_is_a_typed_infrastructure_result_after_retries(monkeypatch):
     app = BrokenEmulatorApp()
     query = app.generate(1, seed=2)[0]
-    result = run_episode_guarded(app, query, ScriptedClient([]))
+    waits: list[float] = []
+    monkeypatch.setattr(runner.time, "sleep", waits.append)
+    result = run_episode_guarded(app, query, ScriptedClient([]), backoff_s=(0.5, 2.0))
     assert app.attempts == INFRASTRUCTURE_ATTEMPTS
+    assert waits == [0.5, 2.0][: INFRASTRUCTURE_ATTEMPTS - 1]  # back-off between attempts
     assert result.infrastructure is not None and not result.scored
     assert result.infrastructure.attempts == INFRASTRUCTURE_ATTEMPTS
     assert "bridge could not be created" in result.infrastructure.error
@@ -139,3 +143,33 @@ def test_result_labels_and_label():
     query = app.generate(1, seed=1)[0]
     result = run_episode(app, query, ScriptedClient(["1", "2", "3"]))
     assert result.app_id == "guess" and result.labels == ["guess"] and result.label == query.label
+
+
+class _ReportingClient(AgentClient):
+    """Answers from a list of AgentReply objects (tokens and model as an endpoint reports)."""
+
+    def __init__(self, replies: list[AgentReply]) -> None:
+        self.replies = list(replies)
+
+    def complete(self, messages, *, episode_id):
+        return self.replies.pop(0)
+
+
+def test_tokens_are_summed_over_the_replies_that_report_them_and_the_last_model_kept():
+    app = GuessApp()
+    query = app.generate(1, seed=3)[0]
+    answer = str(query.ground_truth["number"])
+    client = _ReportingClient(
+        [
+            AgentReply("x", 0.1, input_tokens=100, output_tokens=5, model="m-1"),
+            AgentReply("y", 0.1),  # this call reported nothing
+            AgentReply(answer, 0.2, input_tokens=150, output_tokens=7, model="m-2"),
+        ]
+    )
+    result = run_episode(app, query, client)
+    assert result.correct and result.steps == 3
+    assert (result.input_tokens, result.output_tokens) == (250, 12)
+    assert result.served_model == "m-2"
+    assert result.agent_s == pytest.approx(0.4)
+    silent = run_episode(app, query, ScriptedClient([answer]))
+    assert (silent.input_tokens, silent.output_tokens, silent.served_model) == (None, None, None)

@@ -70,3 +70,33 @@ def test_wilson_agrees_with_scipy(n):
         ref = binomtest(k, n).proportion_ci(0.95, method="wilson")
         assert ours.low == pytest.approx(ref.low, abs=1e-12)
         assert ours.high == pytest.approx(ref.high, abs=1e-12)
+
+
+def test_mcnemar_exact_matches_the_binomial_and_ignores_concordant_queries():
+    from evaluator.stats import paired_comparison
+
+    first = {f"q{i}": True for i in range(40)}
+    second = {f"q{i}": i >= 10 for i in range(40)}  # 10 discordant, all favouring the first
+    comparison = paired_comparison(first, second)
+    assert (comparison.shared, comparison.only_first, comparison.only_second) == (40, 10, 0)
+    assert comparison.p_value == pytest.approx(2 * 0.5**10)
+    assert comparison.first_is_better() and not comparison.tied()
+    same = paired_comparison(first, dict(first))
+    assert same.p_value == 1.0 and same.tied()
+    # queries only one agent was judged on do not count
+    assert paired_comparison({"a": True, "b": True}, {"b": False}).shared == 1
+
+
+def test_paired_ranks_separate_what_overlapping_intervals_cannot():
+    from evaluator.stats import paired_ranks, tie_ranks, wilson_interval
+
+    n = 60
+    strong = {f"q{i}": i < 36 for i in range(n)}  # 60%
+    weak = {f"q{i}": i < 27 for i in range(n)}  # 45%: solves a subset of what strong solves
+    noisy = {f"q{i}": (i % 2 == 0) for i in range(n)}  # 50%, different queries
+    ranks, tied_with = paired_ranks([strong, weak, noisy])
+    assert ranks[0] == 1 and ranks[1] == 2  # 9 discordant, all one way: p = 0.004
+    assert 2 in tied_with[0] and 0 in tied_with[2]
+    # independent Wilson intervals at n = 60 overlap, so the unpaired rule ties all three
+    intervals = [wilson_interval(sum(o.values()), n) for o in (strong, weak, noisy)]
+    assert tie_ranks(intervals) == [1, 1, 1]

@@ -59,3 +59,72 @@ def test_submission_page_shows_verdicts_not_ground_truth(client, finished):
     assert "wrong_answer" in page or all(e.correct for e in episodes)
     assert "ground_truth" not in page and "number" not in page
     assert client.get("/submissions/999999/").status_code == 404
+
+
+def _scored_submission(
+    team: Team, name: str, verdicts: list[tuple[bool, bool]], *, changed: bool | None = None
+) -> None:
+    """An agent with one finished submission of ``guess`` episodes with these verdicts."""
+    from django.utils import timezone
+
+    from submissions.models import Agent, Submission
+
+    agent = Agent.objects.create(
+        team=team, name=name, endpoint_url="https://93.184.215.14/a", protocol="http-json"
+    )
+    submission = Submission.objects.create(
+        agent=agent,
+        seed=1,
+        apps=["guess"],
+        queries_per_app=len(verdicts),
+        status=Submission.Status.FINISHED,
+        finished_at=timezone.now(),
+    )
+    EpisodeRecord.objects.bulk_create(
+        EpisodeRecord(
+            submission=submission,
+            app_id="guess",
+            index=i,
+            query_id=f"guess-{name}-{i}",
+            level=1 + i % 3,
+            label="L",
+            query={},
+            status=EpisodeRecord.Status.DONE,
+            correct=correct,
+            safe=safe,
+            latency_s=0.1,
+            agent_s=0.5,
+            steps=1,
+            changed_state=correct if changed is None else changed,
+            blast_radius=None if safe else 3,
+            input_tokens=1000 if name == "careful" else None,
+            output_tokens=200 if name == "careful" else None,
+        )
+        for i, (correct, safe) in enumerate(verdicts)
+    )
+
+
+def test_ranks_by_correct_and_safe_so_doing_nothing_or_breaking_things_ranks_low(client):
+    team = Team.objects.create(name="Ranks")
+    with registered_app({"guess": GuessApp}):
+        _scored_submission(team, "idle", [(False, True)] * 40)  # safe by doing nothing
+        _scored_submission(team, "reckless", [(True, False)] * 40)  # right, but breaks things
+        _scored_submission(team, "careful", [(True, True)] * 24 + [(False, True)] * 16)
+        rows = client.get("/api/v1/leaderboard/?app_id=guess").json()["apps"]["guess"]
+        page = client.get("/").content.decode()
+    by_agent = {row["agent"]: row for row in rows}
+    assert rows[0]["agent"] == "careful" and rows[0]["rank"] == 1
+    assert by_agent["careful"]["correct_and_safe"]["value"] == 0.6
+    assert by_agent["idle"]["safety"]["value"] == 1.0
+    assert by_agent["idle"]["correct_and_safe"]["value"] == 0.0
+    assert by_agent["reckless"]["correctness"]["value"] == 1.0
+    assert by_agent["reckless"]["correct_and_safe"]["value"] == 0.0
+    assert by_agent["idle"]["rank"] > 1 and by_agent["reckless"]["rank"] > 1
+    assert by_agent["idle"]["action_rate"]["value"] == 0.0
+    assert by_agent["careful"]["action_rate"]["value"] == 0.6
+    assert by_agent["careful"]["agent_s"]["value"] == 0.5
+    assert by_agent["careful"]["tokens_mean"] == 1200
+    assert by_agent["idle"]["tokens_mean"] is None  # reported none: unknown, not zero
+    assert by_agent["reckless"]["blast_radius_mean"]["value"] == 3
+    assert by_agent["careful"]["blast_radius_mean"]["value"] is None  # never unsafe
+    assert "Correct &amp; safe %" in page

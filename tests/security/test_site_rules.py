@@ -1,7 +1,9 @@
 """Site rules under concurrency and faults (issue 9 item 8), on the configured database.
 
-The race tests need PostgreSQL (row locks; SQLite serialises every writer anyway): run with
-``DATABASE_URL=postgres://...``; under ``CI=true`` a missing PostgreSQL fails.
+The race tests need PostgreSQL (row locks; SQLite serialises every writer anyway). They carry the
+``postgres`` marker: ``make test`` leaves them out of its SQLite pass and runs them in its
+PostgreSQL pass (``DATABASE_URL=postgres://...``); run alone without PostgreSQL they skip locally
+and fail under ``CI=true``.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def _agent(team: Team, name: str) -> Agent:
     )
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_parallel_submissions_open_one_per_agent(member_token, monkeypatch):
     _require_postgres()
@@ -75,6 +78,7 @@ def test_parallel_submissions_open_one_per_agent(member_token, monkeypatch):
     assert Submission.objects.filter(agent=agent).count() == 1
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_parallel_submissions_respect_the_team_quota(member_token, monkeypatch, settings):
     _require_postgres()
@@ -89,6 +93,7 @@ def test_parallel_submissions_respect_the_team_quota(member_token, monkeypatch, 
     assert Submission.objects.filter(agent__team=team).count() == 5
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_parallel_registrations_respect_the_agent_cap(member_token, settings):
     _require_postgres()
@@ -147,6 +152,7 @@ def test_nul_in_a_reply_is_stored_sanitised(
     assert "\x00" not in stored and "\ufffd" in stored
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db
 def test_a_storage_error_closes_the_episode_as_an_error(
     toy_app, monkeypatch, django_capture_on_commit_callbacks

@@ -5,6 +5,7 @@ in headless Chromium.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.db import connection
 
 from submissions.models import EpisodeRecord, Submission
@@ -158,6 +160,10 @@ def test_round_through_celery_redis_and_http_agents(worker, tmp_path, live_serve
         # each episode has a transcript and the oracle's vault is empty again
         assert all(e.transcript for e in episodes)
         assert list(Path(worker).glob("*.json")) == []
+        # every verdict of the round is reproduced by replaying the stored replies
+        replayed = io.StringIO()
+        call_command("rejudge", round=evaluation_round.number, stdout=replayed)
+        assert "16 reproduced, 0 different, 0 not replayable" in replayed.getvalue()
 
         page = httpx.get(live_server.url + "/", timeout=30)
         assert page.status_code == 200

@@ -341,3 +341,46 @@ def test_unresolvable_host_fails_at_once_as_transport() -> None:
         client.complete(CHAT, episode_id="tok-abcdefgh")
     assert info.value.category == "transport"
     assert client.last_attempts == 1  # a DNS failure is not worth a retry
+
+
+def test_openai_usage_and_model_are_recorded_and_the_clock_is_ours(serve) -> None:
+    completion = {
+        "model": "m-7b-2026-01",
+        "choices": [{"message": {"role": "assistant", "content": "hello"}}],
+        "usage": {"prompt_tokens": 1200, "completion_tokens": 35, "total_tokens": 1235},
+        "latency_s": 0.0001,  # an agent claiming to be fast: never used
+    }
+
+    async def slow(request: Request) -> Response:
+        await asyncio.sleep(0.3)
+        return JSONResponse(completion)
+
+    server = serve(Recorder(slow).app)
+    client = OpenAIChatClient(server.url, allowed_networks=LOOPBACK)
+    reply = client.complete(CHAT, episode_id="tok-abcdefgh")
+    assert (reply.input_tokens, reply.output_tokens, reply.model) == (1200, 35, "m-7b-2026-01")
+    assert reply.latency_s >= 0.3
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"usage": "lots", "model": 7},
+        {"usage": {"input_tokens": -5, "output_tokens": True}, "model": "\x00\x07"},
+        {"usage": {"input_tokens": 10**12, "output_tokens": 1.5}},
+    ],
+)
+def test_missing_or_malformed_usage_is_not_reported_and_never_fails(serve, extra) -> None:
+    server = serve(Recorder(reply_with(lambda: JSONResponse({"text": "ok", **extra}))).app)
+    client = HttpJsonClient(server.url, allowed_networks=LOOPBACK)
+    reply = client.complete(CHAT, episode_id="tok-abcdefgh")
+    assert reply.text == "ok"
+    assert (reply.input_tokens, reply.output_tokens, reply.model) == (None, None, None)
+
+
+def test_http_json_usage_is_read_from_its_usage_object(serve) -> None:
+    body = {"text": "ok", "usage": {"input_tokens": 9, "output_tokens": 4}, "model": "mine"}
+    server = serve(Recorder(reply_with(lambda: JSONResponse(body))).app)
+    reply = HttpJsonClient(server.url, allowed_networks=LOOPBACK).complete(CHAT, episode_id="t-1")
+    assert (reply.input_tokens, reply.output_tokens, reply.model) == (9, 4, "mine")
