@@ -181,3 +181,18 @@ def test_initial_view_does_not_touch_the_shared_graph() -> None:
     assert isinstance(view, TopologyView) and view.base is base
     port = next(iter(port_capacities(q.graph_key(5, 5, APP.version))))
     assert base.nodes[port]["physical_capacity_bps"] == 1_000_000_000
+
+
+def test_the_query_graph_returned_unchanged_is_no_change_and_no_damage() -> None:
+    """changed_state and blast_radius compare with the query's own graph, not the 1 Gbit/s one."""
+    import networkx as nx
+
+    from apps.malt.scoring import judge
+
+    query = next(x for x in APP.generate(BLOCK, seed=31) if x.label == "count")
+    graph = query_graph(query.ground_truth["graph_key"])
+    unchanged = {"__networkx__": nx.node_link_data(graph, edges="links")}
+    value = {"answer": query.ground_truth["expected"], "updated_graph": unchanged}
+    verdict = judge(query.ground_truth, value, 0.0)
+    assert verdict.correct and verdict.safe, verdict.details
+    assert verdict.changed_state is False and verdict.blast_radius == 0
