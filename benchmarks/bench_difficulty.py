@@ -66,11 +66,23 @@ def client_for(agent: str, app: App, query: Query) -> AgentClient:
 def run_agents(
     app: App, queries: list[Query], agents: tuple[str, ...]
 ) -> dict[str, list[EpisodeResult]]:
-    """Run every agent on every query; results in query order per agent."""
-    return {
-        agent: [run_episode(app, query, client_for(agent, app, query)) for query in queries]
-        for agent in agents
-    }
+    """Run every agent on every query; results in query order per agent.
+
+    Prints a progress line to stderr every 50 episodes (the table comes at the end).
+    """
+    results: dict[str, list[EpisodeResult]] = {}
+    for agent in agents:
+        rows = results.setdefault(agent, [])
+        for number, query in enumerate(queries, 1):
+            rows.append(run_episode(app, query, client_for(agent, app, query)))
+            if number % 50 == 0 or number == len(queries):
+                correct = sum(r.correct for r in rows)
+                print(
+                    f"  {app.app_id} {agent}: {number}/{len(queries)} played, {correct} correct",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    return results
 
 
 def _rate(results: list[EpisodeResult], field: str) -> str:
