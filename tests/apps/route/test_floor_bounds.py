@@ -28,7 +28,7 @@ from apps.route.topology import RouteTopology
 from evaluator.types import JSON, Query
 from tests.apps.route.helpers import require_emulator
 
-APP = RouteApp()
+APP = RouteApp(healthy_share=0.0)  # fault queries only; controls: test_controls.py
 #: level -> highest share of correct heuristic episodes (issue 11 item 6)
 TARGETS = {1: 0.5, 2: 0.2, 3: 0.2}
 #: level -> emulated sample size
