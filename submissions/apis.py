@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from evaluator.agents import PROTOCOLS
 from evaluator.registry import app_ids
-from submissions import selectors, services
+from submissions import preflight, selectors, services
 from submissions.errors import NotTeamMemberError, NotYourAgentError, ServiceError
 
 
@@ -71,6 +71,7 @@ class AgentCreateApi(APIView):
                 api_key=data["api_key"],
                 actor=request.user,
             )
+            preflight.preflight_start(agent=agent, actor=request.user)  # A10: runs on commit
         except ServiceError as exc:
             return _service_error(exc)
         return Response({"id": agent.pk, "name": agent.name, "team": team.name}, status=201)

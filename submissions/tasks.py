@@ -33,3 +33,6 @@ def episode_execute(episode_id: int) -> None:
 def submissions_expire() -> int:
     """Expire submissions and episodes no worker took (Celery beat, queue ``control``)."""
     return services.submissions_expire()
+
+
+from submissions import preflight_tasks  # noqa: E402,F401 - agent pre-flight task (A10)

@@ -340,6 +340,10 @@ class K8sApp(App):
         """Revert the hidden faults (see :func:`reference.oracle_reply`)."""
         return reference.oracle_reply(ground_truth, history)
 
+    def reply_problem(self, reply: str) -> str | None:
+        """The parser's error for ``reply`` (:func:`apps.k8s.replies.parse_reply`), or None."""
+        return parse_reply(reply).error
+
     def null_reply(self, history: list[JSON]) -> str:
         """``done`` at once: changes nothing."""
         return reference.null_reply(history)

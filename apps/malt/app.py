@@ -21,7 +21,7 @@ from apps.malt.examples import EXAMPLES, FEW_SHOT_SEED
 from apps.malt.prompt import PROMPT_MARKER, SANDBOX_PREAMBLE, render_prompt
 from apps.malt.queries import draft, ground_truth, label_at, query_graph
 from apps.malt.reference import NULL_REPLY, oracle_reply_text
-from apps.malt.replies import extract_code
+from apps.malt.replies import code_problem, extract_code
 from apps.malt.scoring import JUDGE_BUDGET_S, failed_verdict, judge
 from apps.malt.template_agent import template_reply
 
@@ -80,6 +80,11 @@ class MaltApp(App):
     def oracle_reply(self, ground_truth: JSON, history: list[JSON]) -> str:
         """Correct code for the query, generated from its ground-truth program."""
         return oracle_reply_text(ground_truth)
+
+    def reply_problem(self, reply: str) -> str | None:
+        """Why no runnable ``process_graph`` code is in ``reply``
+        (:func:`apps.malt.replies.code_problem`), or None."""
+        return code_problem(reply)
 
     def null_reply(self, history: list[JSON]) -> str:
         """Well-formed code that returns ``{"answer": None}`` (incorrect on every query)."""

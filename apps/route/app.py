@@ -359,6 +359,10 @@ class RouteApp(App):
         """Next command of the hidden repair (see :func:`reference.oracle_reply`)."""
         return reference.oracle_reply(ground_truth, history)
 
+    def reply_problem(self, reply: str) -> str | None:
+        """The parser's error for ``reply`` (:func:`apps.route.replies.parse_reply`), or None."""
+        return parse_reply(reply).error
+
     def null_reply(self, history: list[JSON]) -> str:
         """``{"done": true}``: stop without changing anything."""
         return reference.null_reply(history)
