@@ -21,7 +21,8 @@ training file, and the tests check the fingerprints of both splits are disjoint.
 
 Each line: ``{"messages": [{"role": "system"|"user"|"assistant", "content": str}, ...],
 "metadata": {app, app_version, seed, index, level, labels, query_id, fingerprint, split,
-batch: {seed, level, count}, instance_names, steps}}``. ``batch`` is what regenerates the
+batch: {seed, level, count}, instance_names, steps}}``; seeds are decimal strings (128-bit
+integers overflow the 64-bit integers of common JSON readers). ``batch`` regenerates the
 query (:func:`regenerate`); ``instance_names`` are the live episode's names the observations
 and replies show (route's node prefix, k8s's namespace), mapped onto a fresh episode's when
 the answers are re-scored (:func:`rescore`).
@@ -196,7 +197,7 @@ def example_for(
         "metadata": {
             "app": query.app_id,
             "app_version": query.app_version,
-            "seed": query.seed,
+            "seed": str(query.seed),
             "index": query.index,
             "level": query.level,
             "labels": list(query.labels),
@@ -279,7 +280,7 @@ def export_sft(
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as handle:
         for level in levels:
-            batch = {"seed": generation_seed, "level": level, "count": count}
+            batch = {"seed": str(generation_seed), "level": level, "count": count}
             for query in app.generate(count, generation_seed, level):
                 if query.fingerprint() in excluded:
                     summary.dropped_overlap += 1
