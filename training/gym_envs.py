@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import Any, ClassVar, SupportsFloat
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -144,7 +144,7 @@ class NetArenaEnv(gym.Env[str, str]):
         UnknownAppError: no such app; ValueError: a level the app does not have.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}  # Gymnasium's class attribute
 
     def __init__(
         self,
@@ -174,6 +174,7 @@ class NetArenaEnv(gym.Env[str, str]):
         self._renames: list[tuple[str, str]] = []  # (live, canonical)
         self._best: float | None = None
         self._ended = True
+        self._steps = 0
         self._last_observation = ""
 
     # names --------------------------------------------------------------------------------
@@ -219,6 +220,7 @@ class NetArenaEnv(gym.Env[str, str]):
             if key in CANONICAL_NAMES and live
         ]
         self._best = initial
+        self._steps = 0
         self._ended = False
         self._last_observation = self._to_canonical(observation)
         info = {
@@ -245,21 +247,26 @@ class NetArenaEnv(gym.Env[str, str]):
             raise
         except Exception as exc:  # noqa: BLE001 - the judge could not handle the reply
             self._ended = True
-            verdict = _verdict_summary(None, f"bad_output:{type(exc).__name__}")
+            summary = _verdict_summary(None, f"bad_output:{type(exc).__name__}")
             self._last_observation = sanitize(
                 f"Your reply could not be handled ({type(exc).__name__}); the episode is over."
             )
-            return self._last_observation, self.rewards.invalid, True, False, {"verdict": verdict}
+            ended: dict[str, Any] = {"reward_kind": "invalid", "verdict": summary}
+            return self._last_observation, self.rewards.invalid, True, False, ended
+        self._steps += 1
         verdict = episode.verdict()
         reward, kind = self._reward(result, verdict)
-        self._ended = result.terminated or result.truncated
+        terminated = result.terminated
+        # the episodes of the registered apps truncate themselves; enforce the budget anyway
+        truncated = result.truncated or (not terminated and self._steps >= self.max_steps)
+        self._ended = terminated or truncated
         info: dict[str, Any] = {k: result.info[k] for k in _INFO_KEYS if k in result.info}
         info["reward_kind"] = kind
         info["safe_step"] = result.safe_step
         if self._ended:
             info["verdict"] = _verdict_summary(verdict, verdict.failure)
         self._last_observation = self._to_canonical(result.observation)
-        return self._last_observation, reward, result.terminated, result.truncated, info
+        return self._last_observation, reward, terminated, truncated, info
 
     def _reward(self, result: StepResult, verdict: Verdict) -> tuple[float, str]:
         """(reward, kind) of one step; kind is ``invalid``, ``fix``, ``correct_stop``,
@@ -277,10 +284,9 @@ class NetArenaEnv(gym.Env[str, str]):
         if info.get("error") in ("refused", "unparseable"):
             return scheme.invalid + extra, "invalid"
         if info.get("stopped"):
-            return (scheme.correct_stop + extra, "correct_stop") if verdict.correct else (
-                extra,
-                "none",
-            )
+            if verdict.correct:
+                return scheme.correct_stop + extra, "correct_stop"
+            return extra, "none"
         failing = _failing(self.app.app_id, info, verdict)
         if failing is not None and self._best is not None and failing < self._best:
             self._best = failing
@@ -289,7 +295,7 @@ class NetArenaEnv(gym.Env[str, str]):
             return scheme.change + extra, "change"
         return scheme.diagnostic + extra, "diagnostic"
 
-    def render(self) -> str | None:  # type: ignore[override]
+    def render(self) -> str | None:
         """The last observation when ``render_mode == "ansi"``, else ``None``."""
         return self._last_observation if self.render_mode == "ansi" else None
 

@@ -143,12 +143,16 @@ def test_route_env_check_env_rewards_and_close(route_emulator: None) -> None:
 @pytest.mark.slow
 def test_route_vector_env_of_two(route_emulator: None) -> None:
     envs = SyncVectorEnv([lambda: gym.make("netarena/route-v1", level=1) for _ in range(2)])
-    observations, infos = envs.reset(seed=[3, 4])
-    prefixes = [names["prefix"] for names in infos["instance_names"]]
-    assert len(set(prefixes)) == 2 and all(_route_leftovers(p) for p in prefixes)
-    _, rewards, _, _, _ = envs.step(('{"machine": "r0", "command": "ip addr show"}', "nonsense"))
-    assert rewards.tolist() == [10.0, -100.0]
-    envs.close()
+    try:
+        _, infos = envs.reset(seed=[3, 4])
+        prefixes = [str(p) for p in infos["instance_names"]["prefix"]]
+        assert len(set(prefixes)) == 2 and all(_route_leftovers(p) for p in prefixes)
+        _, rewards, _, _, _ = envs.step(
+            ('{"machine": "r0", "command": "ip addr show"}', "nonsense")
+        )
+        assert rewards.tolist() == [10.0, -100.0]
+    finally:
+        envs.close()
     assert all(_route_leftovers(p) == [] for p in prefixes)
 
 
