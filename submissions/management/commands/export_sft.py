@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from evaluator.app import UnknownAppError
+from evaluator.app import DependencyMissingError, UnknownAppError
 from training.sft import SPLITS, export_sft
 
 
@@ -68,7 +68,7 @@ class Command(BaseCommand):
                 exclude=options["exclude"],
                 command=command,
             )
-        except (ValueError, UnknownAppError) as exc:
+        except (ValueError, UnknownAppError, DependencyMissingError) as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(
             f"{summary.written} examples written to {options['out']} ({summary.split}, "
