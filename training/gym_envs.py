@@ -53,11 +53,10 @@ from dataclasses import dataclass
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
-from gymnasium import spaces
-
 from evaluator.app import App, EmulatorError, Episode
 from evaluator.registry import get_app
 from evaluator.types import JSON, Query, StepResult, Verdict
+from gymnasium import spaces
 
 #: Characters of observations and actions: printable ASCII (less vertical tab and form feed)
 #: and typographic characters the app prompts use.
