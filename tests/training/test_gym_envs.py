@@ -100,7 +100,12 @@ def test_malt_vector_env_of_two(malt_sandbox: None) -> None:
 
 
 def _route_leftovers(prefix: str) -> list[str]:
-    return [name for name in os.listdir("/sys/class/net") if name.startswith(prefix)]
+    """Interfaces (veths, bridges) named with ``prefix`` and its Mininet node shells, whose
+    network namespaces live as long as they do."""
+    from apps.route.network import node_shell_pids
+
+    interfaces = [name for name in os.listdir("/sys/class/net") if name.startswith(prefix)]
+    return interfaces + [f"pid {pid}" for pid in node_shell_pids(prefix)]
 
 
 @pytest.mark.root
