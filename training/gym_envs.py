@@ -15,9 +15,10 @@ character of an observation is shown as ``?`` and an observation longer than
 Instance names: a live route episode prefixes its nodes (``nq7x_r0``) and a k8s episode runs
 in its own namespace (``k8s-ep-<16 hex>``). Observations show canonical names instead
 (:data:`CANONICAL_NAMES`: route prefix ``ep_``, k8s namespace ``k8s-ep-env``) and actions may
-use them: the environment rewrites canonical names to the live ones in every action (and live
-to canonical in every observation), so that the same seed gives the same observation and
-concurrent environments never collide. ``info["instance_names"]`` after ``reset`` holds the
+use them: the environment rewrites canonical names that start a word to the live ones in every
+action (``ep_r0`` but not ``keep_out``), and live names to canonical ones in every
+observation, so that the same seed gives the same observation and concurrent environments
+never collide. ``info["instance_names"]`` after ``reset`` holds the
 live names.
 
 Rewards (:class:`RewardScheme`; pass ``rewards=`` to ``gymnasium.make``). Per step:
@@ -48,6 +49,7 @@ k8s: the namespace is deleted).
 
 from __future__ import annotations
 
+import re
 import string
 from dataclasses import dataclass
 from typing import Any, SupportsFloat
@@ -183,8 +185,10 @@ class NetArenaEnv(gym.Env[str, str]):
         return sanitize(text)
 
     def _to_live(self, text: str) -> str:
+        """Canonical names that start a word (``ep_r0``, not ``keep_out``) become live ones."""
         for live, canonical in self._renames:
-            text = text.replace(canonical, live)
+            pattern = r"(?<![A-Za-z0-9_.-])" + re.escape(canonical)
+            text = re.sub(pattern, live.replace("\\", "\\\\"), text)
         return text
 
     # Env API ------------------------------------------------------------------------------

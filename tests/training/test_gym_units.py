@@ -76,3 +76,13 @@ def test_reset_runs_a_given_query_and_rejects_unknown_levels() -> None:
     assert info["query_id"] == query.query_id
     with pytest.raises(ValueError):
         NetArenaEnv("toy", app=app, level=2)
+
+
+def test_canonical_names_in_actions_become_live_names_only_at_word_starts() -> None:
+    env = _env()
+    env._renames = [("nq7x_", "ep_")]
+    action = '{"machine": "ep_r0", "command": "iptables -N keep_out -i ep_r0-eth1"}'
+    assert env._to_live(action) == (
+        '{"machine": "nq7x_r0", "command": "iptables -N keep_out -i nq7x_r0-eth1"}'
+    )
+    assert env._to_canonical("nq7x_h1 -> nq7x_r0") == "ep_h1 -> ep_r0"
