@@ -9,22 +9,29 @@ override) would be ignored; these read ``api_settings`` every time (DRF reloads 
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import throttling
 from rest_framework.settings import api_settings
 
 
-class _RateFromSettings:
-    scope: str
-
-    def get_rate(self) -> str | None:
-        """The rate of this scope, e.g. ``"120/min"`` (None: unthrottled)."""
-        rates: dict[str, str | None] = api_settings.DEFAULT_THROTTLE_RATES
-        return rates.get(self.scope)
+def _rate(scope: Any) -> str | None:
+    rates: dict[str, Any] = api_settings.DEFAULT_THROTTLE_RATES
+    rate = rates.get(str(scope))
+    return None if rate is None else str(rate)
 
 
-class AnonRateThrottle(_RateFromSettings, throttling.AnonRateThrottle):
+class AnonRateThrottle(throttling.AnonRateThrottle):
     """Anonymous callers, per client IP (scope ``anon``)."""
 
+    def get_rate(self) -> str | None:
+        """The current ``anon`` rate, e.g. ``"120/min"`` (None: unthrottled)."""
+        return _rate(self.scope)
 
-class UserRateThrottle(_RateFromSettings, throttling.UserRateThrottle):
+
+class UserRateThrottle(throttling.UserRateThrottle):
     """Authenticated callers, per user; anonymous ones per IP (scope ``user``)."""
+
+    def get_rate(self) -> str | None:
+        """The current ``user`` rate, e.g. ``"1200/min"`` (None: unthrottled)."""
+        return _rate(self.scope)
