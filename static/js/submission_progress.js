@@ -17,7 +17,7 @@
   function render(data) {
     bar.max = data.total;
     bar.value = data.done;
-    text.textContent = data.done + "/" + data.total + " episodes done (" + data.percent + "%)";
+    text.textContent = data.done + "/" + data.total + " episodes done (" + Number(data.percent).toFixed(1) + "%)";
     apps.replaceChildren();
     Object.keys(data.by_app).forEach(function (appId) {
       var p = data.by_app[appId];
