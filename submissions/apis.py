@@ -16,11 +16,15 @@ from django.db.models import QuerySet
 from django.http import Http404
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.parsers import BoundedJSONParser
+from config.throttling import AnonRateThrottle, UserRateThrottle
 from evaluator.agents import PROTOCOLS
 from evaluator.registry import app_ids
 from submissions import selectors, services
@@ -492,3 +496,13 @@ class RoundDetailApi(APIView):
                 "standings": standings,
             }
         )
+
+
+class TokenObtainApi(ObtainAuthToken):
+    """``POST /api/v1/token/`` with ``username`` and ``password`` (form or JSON): the user's
+    API token, ``{"token": "<key>"}`` (created on first use; 400 for wrong credentials).
+    Throttled like every endpoint (anonymous rate per IP)."""
+
+    # DRF's view is unthrottled and parses JSON without a depth bound: use the site's defaults
+    throttle_classes = [AnonRateThrottle, UserRateThrottle]
+    parser_classes = [BoundedJSONParser, FormParser, MultiPartParser]

@@ -6,6 +6,7 @@ from submissions import apis, views
 
 app_name = "submissions"
 urlpatterns = [
+    path("api/v1/token/", apis.TokenObtainApi.as_view(), name="api-token"),
     path("api/v1/agents/", apis.AgentListCreateApi.as_view(), name="api-agent-create"),
     path(
         "api/v1/submissions/",

@@ -178,3 +178,22 @@ def test_episode_statuses_in_the_api_match_the_database(
     rows = client.get(f"/api/v1/submissions/{submission.pk}/episodes/").json()["results"]
     stored = dict(EpisodeRecord.objects.filter(submission=submission).values_list("pk", "status"))
     assert {r["id"]: r["status"] for r in rows} == stored
+
+
+def test_token_from_username_and_password_is_throttled(settings):
+    User.objects.create_user("tess", password="pw-tess-12345")
+    client = APIClient()
+    got = client.post("/api/v1/token/", {"username": "tess", "password": "pw-tess-12345"})
+    assert got.status_code == 200
+    assert got.json()["token"] == Token.objects.get(user__username="tess").key
+    wrong = client.post("/api/v1/token/", {"username": "tess", "password": "nope"})
+    assert wrong.status_code == 400 and "token" not in wrong.json()
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"anon": "2/min", "user": "2/min"},
+    }
+    codes = [
+        client.post("/api/v1/token/", {"username": "tess", "password": "guess"}).status_code
+        for _ in range(3)
+    ]
+    assert codes[-1] == 429  # guessing passwords is rate-limited
