@@ -27,7 +27,7 @@ from config.parsers import BoundedJSONParser
 from config.throttling import AnonRateThrottle, UserRateThrottle
 from evaluator.agents import PROTOCOLS
 from evaluator.registry import app_ids
-from submissions import selectors, services
+from submissions import preflight, selectors, services
 from submissions.errors import NotTeamMemberError, NotYourAgentError, ServiceError
 from submissions.models import Agent, EpisodeRecord, Round, Submission
 from submissions.progress import submission_infrastructure_failures, submission_progress
@@ -128,6 +128,7 @@ class AgentListCreateApi(generics.ListAPIView[Agent]):
                 api_key=data["api_key"],
                 actor=request.user,
             )
+            preflight.preflight_start(agent=agent, actor=request.user)  # A10: runs on commit
         except ServiceError as exc:
             return _service_error(exc)
         return Response({"id": agent.pk, "name": agent.name, "team": team.name}, status=201)

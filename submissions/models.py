@@ -81,6 +81,8 @@ class Agent(models.Model):
     protocol = models.CharField(max_length=20, choices=Protocol.choices)
     model_name = models.CharField(max_length=200, blank=True, default="")
     secret_encrypted = models.BinaryField(blank=True, default=b"", editable=False)
+    #: Header that carries the secret ("" = ``Authorization: Bearer``; submissions.agent_auth).
+    auth_header = models.CharField(max_length=100, blank=True, default="")
     #: Reference agents ship with the project (oracle, null, heuristic, llm); only they may live
     #: on loopback, and only an oracle gets the vault of hidden queries.
     reference_kind = models.CharField(max_length=20, blank=True, default="")
@@ -245,3 +247,46 @@ class EpisodeRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.app_id} #{self.index} of submission {self.submission_id}"
+
+
+class AgentPreflight(models.Model):
+    """One pre-flight check of an agent endpoint (issue 10 item 2; docs/agents.md).
+
+    Started when an agent is registered or edited, or by its team on demand; run by the
+    Celery task ``submissions.agent_preflight`` (queue ``control``). ``checks`` is the list of
+    :class:`submissions.preflight.Check` dicts ``{"name", "title", "status", "message",
+    "latency_s"}`` with status ``passed``/``failed``/``skipped``. A team agent whose latest
+    pre-flight has not passed cannot be submitted; a ``running`` pre-flight older than
+    ``PREFLIGHT_STALE_S`` counts as failed.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        PASSED = "passed"
+        FAILED = "failed"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="preflights")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    # what was checked (an edit starts a new pre-flight)
+    endpoint_url = models.URLField(max_length=500)
+    protocol = models.CharField(max_length=20)
+    checks = models.JSONField(default=list, blank=True)
+    #: The slowest canary reply in seconds (evaluator's wall clock), None when none answered.
+    latency_s = models.FloatField(null=True, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["agent", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"pre-flight {self.pk} of {self.agent_id}: {self.status}"

@@ -48,7 +48,8 @@ from evaluator.oracle_vault import OracleVault
 from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import Query, new_seed
-from submissions.crypto import decrypt_secret, encrypt_secret
+from submissions.agent_auth import auth_options
+from submissions.crypto import encrypt_secret
 from submissions.errors import (
     AgentLimitError,
     DuplicateAgentError,
@@ -225,6 +226,9 @@ def _team_submission_rules_check(*, agent: Agent) -> None:
         SubmissionInProgressError: the agent has a queued or running submission.
         QuotaExceededError: the team used ``SUBMISSIONS_PER_TEAM_PER_DAY`` in the last 24 hours.
     """
+    from submissions.preflight import preflight_gate_check  # A10: pre-flight must have passed
+
+    preflight_gate_check(agent=agent)
     open_statuses = [Submission.Status.QUEUED, Submission.Status.RUNNING]
     if Submission.objects.filter(agent=agent, status__in=open_statuses).exists():
         raise SubmissionInProgressError("this agent already has a submission in progress")
@@ -418,7 +422,7 @@ def agent_client_build(*, agent: Agent) -> AgentClient:
     return make_client(
         agent.protocol,
         agent.endpoint_url,
-        api_key=decrypt_secret(agent.secret_encrypted),
+        **auth_options(agent),  # A10: key as Bearer or under the agent's auth header
         model=agent.model_name or None,
         timeout_s=settings.NETARENA["AGENT_TIMEOUT_S"],
         allowed_networks=allowed,

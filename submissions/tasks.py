@@ -58,3 +58,6 @@ def submissions_expire() -> int:
 def episodes_requeue() -> int:
     """Requeue running episodes whose worker died (Celery beat, queue ``control``)."""
     return services.episodes_requeue()
+
+
+from submissions import preflight_tasks  # noqa: E402,F401 - agent pre-flight task (A10)
