@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.http import Http404
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -49,9 +49,11 @@ ErrorSerializer = inline_serializer(
 
 
 class AgentSerializer(serializers.ModelSerializer[Agent]):
-    """An agent of one of the caller's teams (the API key is never returned)."""
+    """An agent of one of the caller's teams (the API key is never returned), with its latest
+    pre-flight check (``null`` if none ran; a team agent is submitted only once it passed)."""
 
     team = serializers.CharField(source="team.name")
+    preflight = serializers.SerializerMethodField()
 
     class Meta:
         model = Agent
@@ -65,8 +67,33 @@ class AgentSerializer(serializers.ModelSerializer[Agent]):
             "apps",
             "is_active",
             "created_at",
+            "preflight",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(
+        inline_serializer(
+            "AgentPreflight",
+            {
+                "status": serializers.CharField(),
+                "checks": serializers.ListField(child=serializers.DictField()),
+                "latency_s": serializers.FloatField(allow_null=True),
+                "finished_at": serializers.DateTimeField(allow_null=True),
+            },
+            allow_null=True,
+        )
+    )
+    def get_preflight(self, obj: Agent) -> dict[str, Any] | None:
+        """``{"status": running|passed|failed, "checks", "latency_s", "finished_at"}``."""
+        latest = preflight.preflight_latest(agent=obj)
+        if latest is None:
+            return None
+        return {
+            "status": latest.status,
+            "checks": latest.checks,
+            "latency_s": latest.latency_s,
+            "finished_at": latest.finished_at.isoformat() if latest.finished_at else None,
+        }
 
 
 class AgentCreateSerializer(serializers.Serializer[dict[str, Any]]):
@@ -199,11 +226,13 @@ class SubmissionListCreateApi(generics.ListAPIView[Submission]):
             ),
             400: ErrorSerializer,
             403: ErrorSerializer,
+            409: ErrorSerializer,
             429: ErrorSerializer,
         },
     )
     def post(self, request: Request) -> Response:
-        """202 with the submission's id; 403 for a foreign agent; 429 over quota."""
+        """202 with the submission's id; 403 for a foreign agent; 409 while the agent's
+        pre-flight has not passed; 429 over quota or with a submission already open."""
         serializer = SubmissionCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
