@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def start_worker(
     log = log_path.open("ab")
     process = subprocess.Popen(
         [
-            str(ROOT / ".venv" / "bin" / "celery"),
+            str(Path(sys.executable).parent / "celery"),  # the running interpreter's venv
             "-A",
             "config",
             "worker",
