@@ -144,6 +144,9 @@ class Submission(models.Model):
         RUNNING = "running"
         FINISHED = "finished"
         FAILED = "failed"
+        #: stopped by a team member: pending episodes never run; never ranked; it counts
+        #: against the daily quota like any started submission (docs: README "API")
+        CANCELLED = "cancelled"
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="submissions")
     round = models.ForeignKey(
@@ -158,6 +161,10 @@ class Submission(models.Model):
     #: failed, no worker took it, or every episode ended as an evaluator error): it is not
     #: charged to the team's quota and never replaces the agent's last scored submission.
     platform_failed = models.BooleanField(default=False)
+    #: True when more than ``INFRA_FAILURE_MAX_SHARE`` of its run episodes ended as
+    #: infrastructure failures (issue 14 item 7): finished but not ranked, and (as
+    #: ``platform_failed`` is set with it) free of quota; never published as zeros.
+    incomplete = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -193,6 +200,7 @@ class EpisodeRecord(models.Model):
         RUNNING = "running"
         DONE = "done"
         ERROR = "error"  # the evaluator could not run it; excluded from statistics
+        CANCELLED = "cancelled"  # its submission was cancelled before it ran
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="episodes")
     app_id = models.CharField(max_length=20)
@@ -225,6 +233,9 @@ class EpisodeRecord(models.Model):
     details = models.JSONField(default=dict)
     transcript = models.JSONField(default=list)
     started_at = models.DateTimeField(null=True, blank=True)
+    #: refreshed every ``EPISODE_HEARTBEAT_S`` by the worker running it; a running episode
+    #: whose heartbeat is older than ``EPISODE_STALE_S`` lost its worker and is requeued
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
