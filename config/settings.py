@@ -200,6 +200,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 NETARENA = {
     # Outbound agent calls to these networks are allowed (local development, tests, demo).
     "AGENT_ALLOWED_NETWORKS": env.list("NETARENA_AGENT_ALLOWED_NETWORKS", default=[]),
+    # Non-public networks that *team* agents may use too: empty on a public site (issue 9
+    # item 9); a single-machine demo (scripts/demo.sh) or a closed lab sets it.
+    "TEAM_AGENT_NETWORKS": env.list("NETARENA_TEAM_AGENT_NETWORKS", default=[]),
     "AGENT_TIMEOUT_S": env.float("NETARENA_AGENT_TIMEOUT_S", default=60.0),
     "ORACLE_VAULT_DIR": env("NETARENA_ORACLE_VAULT_DIR", default=str(BASE_DIR / "var" / "vault")),
     "SUBMISSIONS_PER_TEAM_PER_DAY": env.int("NETARENA_SUBMISSIONS_PER_TEAM_PER_DAY", default=5),

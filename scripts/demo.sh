@@ -13,6 +13,9 @@ export NETARENA_ORACLE_VAULT_DIR=$PWD/var/vault
 # Every registered app unless NETARENA_DEMO_APPS names some (the registry is the only list).
 export NETARENA_DEMO_APPS=${NETARENA_DEMO_APPS:-$(.venv/bin/python -c 'from evaluator.registry import app_ids; print(",".join(app_ids()))')}
 export NETARENA_DEMO_QUERIES=${NETARENA_DEMO_QUERIES:-12}
+# On this one machine, teams may register agents served on loopback (e.g. `manage.py serve_agent
+# ... --port 8080`); a public site leaves NETARENA_TEAM_AGENT_NETWORKS empty.
+export NETARENA_TEAM_AGENT_NETWORKS=${NETARENA_TEAM_AGENT_NETWORKS:-127.0.0.0/8}
 PY=.venv/bin/python
 
 cleanup() { [ -n "${PIDS:-}" ] && kill $PIDS 2>/dev/null || true; }
@@ -20,7 +23,9 @@ trap cleanup EXIT INT TERM
 
 $PY manage.py migrate --noinput >/dev/null
 PIDS=""
-.venv/bin/celery -A config worker -Q "$($PY -m evaluator.registry queues)" --concurrency 2 --loglevel WARNING \
+# -B: the periodic jobs (requeue episodes of dead workers, expire stale submissions) in-process
+.venv/bin/celery -A config worker -B --schedule "$RUN/celerybeat-schedule" \
+  -Q "$($PY -m evaluator.registry queues)" --concurrency 2 --loglevel WARNING \
   --logfile "$RUN/celery.log" &
 PIDS="$PIDS $!"
 # Reference agents, each on its own loopback port (see `manage.py demo_round --help`).

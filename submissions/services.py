@@ -119,10 +119,11 @@ def agent_allowed_networks(*, reference: bool) -> list[str]:
     Public addresses are always allowed. Only the project's reference agents (served on
     loopback by the project itself) may use ``LOOPBACK_NETWORKS`` and ``AGENT_ALLOWED_NETWORKS``
     (``NETARENA_AGENT_ALLOWED_NETWORKS``); a team's agent gets no private network at all
-    (issue 9 item 9).
+    (issue 9 item 9) unless the operator lists some in ``TEAM_AGENT_NETWORKS``
+    (``NETARENA_TEAM_AGENT_NETWORKS``: the single-machine demo, a closed lab).
     """
     if not reference:
-        return []
+        return list(settings.NETARENA.get("TEAM_AGENT_NETWORKS", []))
     return list(settings.NETARENA["AGENT_ALLOWED_NETWORKS"]) + list(LOOPBACK_NETWORKS)
 
 

@@ -60,6 +60,17 @@ def test_configured_private_networks_apply_to_reference_agents_only(team, settin
     _create(team, "http://127.0.0.1:39123/act", name="ref2", reference_kind="null")
 
 
+def test_team_agent_networks_open_a_private_network_to_team_agents_only_when_set(team, settings):
+    with pytest.raises(EndpointRefusedError):
+        _create(team, "http://127.0.0.1:8080/act", name="local")
+    settings.NETARENA = {**settings.NETARENA, "TEAM_AGENT_NETWORKS": ["127.0.0.0/8"]}
+    assert _create(team, "http://127.0.0.1:8080/act", name="local").endpoint_url.endswith("/act")
+    with pytest.raises(EndpointRefusedError):  # the port rule still holds
+        _create(team, "http://127.0.0.1:39124/act", name="local-odd-port")
+    with pytest.raises(EndpointRefusedError):  # and only the listed networks open
+        _create(team, "http://10.1.2.3:8080/act", name="private")
+
+
 def test_the_agent_port_set_is_a_setting(team, settings):
     _create(team, "https://93.184.215.14:8443/act", name="ok")
     settings.NETARENA = {**settings.NETARENA, "AGENT_PORTS": frozenset({9443})}
