@@ -12,16 +12,20 @@ app (so a new round replaces older numbers). Episodes the evaluator could not ru
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Sum
 
 from evaluator.registry import app_ids
-from evaluator.stats import Interval, mean_interval, tie_ranks, wilson_interval
-from submissions.models import Agent, EpisodeRecord, Submission, Team
+from evaluator.stats import Interval, mean_interval, wilson_interval
+from submissions.aggregates import SUM_FIELDS, Sums
+from submissions.models import Agent, EpisodeAggregate, EpisodeRecord, Submission, Team
 
 
 @dataclass
@@ -52,6 +56,11 @@ class Standing:
     levels: dict[int, Interval] = field(default_factory=dict)
     labels: dict[str, Interval] = field(default_factory=dict)
     rank: int = 0
+    #: safety per level and per label (the spider charts, paper Figure 4)
+    level_safety: dict[int, Interval] = field(default_factory=dict)
+    label_safety: dict[str, Interval] = field(default_factory=dict)
+    #: label -> its level, in (level, label) order (the spider's axis order)
+    label_levels: dict[str, int] = field(default_factory=dict)
 
     @property
     def finished_at(self) -> datetime | None:
@@ -141,40 +150,139 @@ def standing_from_episodes(submission: Submission, episodes: list[EpisodeVerdict
     )
 
 
-def standings(*, app_id: str) -> list[Standing]:
-    """Per-app standings ordered by tie rank on correct-and-safe, then correct-and-safe,
-    correctness and safety.
-
-    One query fetches the verdicts of every chosen submission; the aggregation runs in Python
-    (a few thousand rows per app).
-    """
-    chosen = {s.pk: s for s in latest_submissions(app_id=app_id)}
-    verdicts: dict[int, list[EpisodeVerdict]] = {pk: [] for pk in chosen}
-    rows_iter = EpisodeRecord.objects.filter(
-        submission_id__in=list(chosen), app_id=app_id, status=EpisodeRecord.Status.DONE
-    ).values_list(*EpisodeVerdict._fields)
-    for values in rows_iter:
-        verdict = EpisodeVerdict(*values)
-        verdicts[verdict.submission_id].append(
-            verdict._replace(correct=bool(verdict.correct), safe=bool(verdict.safe))
-        )
-    rows = [
-        standing_from_episodes(chosen[pk], episodes)
-        for pk, episodes in verdicts.items()
-        if episodes
+def _tie_ranks_fast(intervals: list[Interval]) -> list[int]:
+    """:func:`evaluator.stats.tie_ranks` (higher is better) in O(n log n): 1 + the number of
+    intervals whose low bound lies above this one's high bound; NaN entries rank last."""
+    lows = sorted(i.low for i in intervals if not math.isnan(i.value))
+    return [
+        len(intervals) if math.isnan(i.value) else 1 + len(lows) - bisect_right(lows, i.high)
+        for i in intervals
     ]
-    for row, rank in zip(rows, tie_ranks([r.correct_and_safe for r in rows]), strict=True):
-        row.rank = rank
-    rows.sort(
-        key=lambda r: (
-            r.rank,
-            -r.correct_and_safe.value,
-            -r.correctness.value,
-            -r.safety.value,
-            r.agent.name,
-        )
+
+
+@dataclass
+class StandingsPage:
+    """A slice of one app's ranked standings and the number of ranked agents in all."""
+
+    rows: list[Standing]
+    total: int
+
+
+def _candidate_submissions(app_id: str, round_number: int | None) -> Any:
+    """Finished, scored submissions of active agents with aggregates in ``app_id``, newest
+    first (a round's submissions only, when ``round_number`` is given)."""
+    scored = EpisodeAggregate.objects.filter(submission=OuterRef("pk"), app_id=app_id, n__gt=0)
+    chosen = Submission.objects.filter(
+        status=Submission.Status.FINISHED, agent__is_active=True, platform_failed=False
+    ).filter(Exists(scored))
+    if round_number is not None:
+        chosen = chosen.filter(round__number=round_number)
+    return chosen.order_by("-finished_at", "-pk")
+
+
+def standings_page(
+    *,
+    app_id: str,
+    round_number: int | None = None,
+    offset: int = 0,
+    limit: int | None = None,
+    agent_ids: Iterable[int] = (),
+) -> StandingsPage:
+    """One app's standings ranked over every agent, materialised for a slice of them.
+
+    Read from the maintained aggregates (``submissions.aggregates``), never from the episodes:
+    one query picks each active agent's latest scored submission (of the round, if given), one
+    grouped query sums its aggregate rows, the ranks are computed for all agents, and only the
+    rows in ``[offset, offset + limit)`` plus those of ``agent_ids`` are built into
+    :class:`Standing` objects with their per-level and per-label breakdowns.
+
+    Order: tie rank on correct-and-safe, then correct-and-safe, correctness, safety, name.
+    """
+    latest: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for pk, agent_id, agent_name in _candidate_submissions(app_id, round_number).values_list(
+        "pk", "agent_id", "agent__name"
+    ):
+        if agent_id not in latest:
+            latest[agent_id] = pk
+            names[pk] = agent_name
+    sums: dict[int, Sums] = {}
+    grouped = (
+        EpisodeAggregate.objects.filter(app_id=app_id, submission_id__in=list(latest.values()))
+        .order_by()
+        .values("submission_id")
+        .annotate(**{name: Sum(name) for name in SUM_FIELDS})
+        .values_list("submission_id", *SUM_FIELDS)
     )
-    return rows
+    for submission_id, *values in grouped:
+        if values[0]:
+            sums[submission_id] = Sums.of(values)
+    ids = list(sums)
+    headline = [sums[pk].correct_and_safe_interval() for pk in ids]
+    correctness = {pk: sums[pk].correct / sums[pk].n for pk in ids}
+    safety = {pk: sums[pk].safe / sums[pk].n for pk in ids}
+    ranks = dict(zip(ids, _tie_ranks_fast(headline), strict=True))
+    values_by_pk = {pk: h.value for pk, h in zip(ids, headline, strict=True)}
+    ids.sort(
+        key=lambda pk: (ranks[pk], -values_by_pk[pk], -correctness[pk], -safety[pk], names[pk])
+    )
+    end = len(ids) if limit is None else offset + limit
+    wanted_agents = set(agent_ids)
+    shown = [pk for i, pk in enumerate(ids) if offset <= i < end]
+    agent_of = {pk: agent_id for agent_id, pk in latest.items()}
+    shown += [pk for pk in ids[end:] + ids[:offset] if agent_of[pk] in wanted_agents]
+    objects = Submission.objects.select_related("agent__team", "round").in_bulk(shown)
+    levels: dict[int, dict[int, Sums]] = defaultdict(dict)
+    labels: dict[int, dict[str, Sums]] = defaultdict(dict)
+    label_levels: dict[int, dict[str, int]] = defaultdict(dict)
+    parts = EpisodeAggregate.objects.filter(
+        app_id=app_id, submission_id__in=shown, n__gt=0
+    ).values_list("submission_id", "level", "label", *SUM_FIELDS)
+    for submission_id, level, label, *values in parts:
+        group = Sums.of(values)
+        levels[submission_id].setdefault(level, Sums()).add(group)
+        labels[submission_id].setdefault(label, Sums()).add(group)
+        label_levels[submission_id].setdefault(label, level)
+    rows = []
+    for pk in shown:
+        row = standing_from_sums(objects[pk], sums[pk], levels[pk], labels[pk])
+        row.label_levels = dict(sorted(label_levels[pk].items(), key=lambda kv: (kv[1], kv[0])))
+        row.rank = ranks[pk]
+        rows.append(row)
+    return StandingsPage(rows=rows, total=len(ids))
+
+
+def standing_from_sums(
+    submission: Submission,
+    total: Sums,
+    levels: dict[int, Sums],
+    labels: dict[str, Sums],
+) -> Standing:
+    """A :class:`Standing` (rank 0) from a submission's summed aggregates in one app and its
+    per-level and per-label sums. ``total.n`` must be positive."""
+    return Standing(
+        agent=submission.agent,
+        submission=submission,
+        n=total.n,
+        correct_and_safe=total.correct_and_safe_interval(),
+        correctness=total.correctness(),
+        safety=total.safety(),
+        latency_s=total.latency_s(),
+        agent_s=total.agent_s(),
+        steps_mean=total.steps_mean(),
+        action_rate=total.action_rate(),
+        blast_radius_mean=total.blast_radius_mean(),
+        tokens_mean=total.tokens_mean(),
+        levels={k: v.correctness() for k, v in sorted(levels.items())},
+        labels={k: v.correctness() for k, v in sorted(labels.items())},
+        level_safety={k: v.safety() for k, v in sorted(levels.items())},
+        label_safety={k: v.safety() for k, v in sorted(labels.items())},
+    )
+
+
+def standings(*, app_id: str, round_number: int | None = None) -> list[Standing]:
+    """Every ranked row of one app (see :func:`standings_page`)."""
+    return standings_page(app_id=app_id, round_number=round_number).rows
 
 
 #: Episode columns that are public (everything but the query with its hidden ground truth and

@@ -55,6 +55,7 @@ from submissions.errors import (
     RoundNotFinishedError,
     SubmissionInProgressError,
 )
+from submissions.aggregates import aggregate_refresh
 from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
 
 logger = logging.getLogger(__name__)
@@ -516,6 +517,7 @@ def _episode_store(episode: EpisodeRecord, **fields: Any) -> None:
             EpisodeRecord.objects.filter(pk=episode.pk).update(
                 status=EpisodeRecord.Status.DONE, finished_at=timezone.now(), **clean
             )
+            aggregate_refresh(episode_id=episode.pk)  # leaderboard sums (submissions.aggregates)
     except (DatabaseError, TypeError, ValueError) as exc:
         logger.exception("storing the verdict of episode %s failed", episode.pk)
         _episode_close_error(
