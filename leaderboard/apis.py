@@ -9,7 +9,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluator.registry import app_ids
-from submissions.selectors import Standing, standings
+from submissions.selectors import Standing, standings_page
+
+#: Rows per app a request returns unless it asks for fewer (``limit``, at most this).
+MAX_LIMIT = 1000
+#: Rows per app without ``limit``.
+DEFAULT_LIMIT = 100
 
 
 def standing_to_dict(row: Standing) -> dict[str, object]:
@@ -17,6 +22,7 @@ def standing_to_dict(row: Standing) -> dict[str, object]:
     return {
         "rank": row.rank,
         "agent": row.agent.name,
+        "agent_id": row.agent.pk,
         "team": row.agent.team.name,
         "reference": row.agent.is_reference,
         "submission": row.submission.pk,
@@ -34,24 +40,63 @@ def standing_to_dict(row: Standing) -> dict[str, object]:
         "blast_radius_mean": row.blast_radius_mean.to_dict(),
         "correctness_by_level": {str(k): v.to_dict() for k, v in row.levels.items()},
         "correctness_by_label": {k: v.to_dict() for k, v in row.labels.items()},
+        "safety_by_level": {str(k): v.to_dict() for k, v in row.level_safety.items()},
+        "safety_by_label": {k: v.to_dict() for k, v in row.label_safety.items()},
     }
 
 
+def _bounded_int(raw: str | None, default: int, high: int) -> int | None:
+    """A query parameter in ``[0, high]``; None when it is not a number in range."""
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or int(raw) > high:
+        return None
+    return int(raw)
+
+
 class LeaderboardListApi(APIView):
-    """``GET /api/v1/leaderboard/?app_id=malt``: standings of one app or of all apps."""
+    """``GET /api/v1/leaderboard/?app_id=malt&round=3&limit=100&offset=0``: ranked standings
+    of one app or of all apps, a page of rows per app (ranks are over every agent)."""
 
     @extend_schema(
-        parameters=[OpenApiParameter("app_id", str, description="one app; all apps if absent")],
+        parameters=[
+            OpenApiParameter("app_id", str, description="one app; all apps if absent"),
+            OpenApiParameter("round", int, description="standings of this round's submissions"),
+            OpenApiParameter(
+                "limit", int, description=f"rows per app (default {DEFAULT_LIMIT}, max {MAX_LIMIT})"
+            ),
+            OpenApiParameter("offset", int, description="rows to skip per app (default 0)"),
+        ],
         responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
     )
     def get(self, request: Request) -> Response:
-        """Return ``{"apps": {app_id: [row, ...]}}``; 400 for an unknown app."""
+        """Return ``{"apps": {app_id: [row, ...]}, "total": {app_id: ranked agents},
+        "limit", "offset"}``; 400 for an unknown app or a bad number."""
         wanted = request.query_params.get("app_id")
         if wanted is not None and wanted not in app_ids():
             return Response(
                 {"detail": f"unknown app id {wanted!r}", "code": "unknown_app"}, status=400
             )
+        limit = _bounded_int(request.query_params.get("limit"), DEFAULT_LIMIT, MAX_LIMIT)
+        offset = _bounded_int(request.query_params.get("offset"), 0, 10**9)
+        round_raw = request.query_params.get("round")
+        round_number = _bounded_int(round_raw, 0, 10**9) if round_raw else None
+        if limit is None or offset is None or (round_raw and not round_number):
+            return Response(
+                {"detail": "limit, offset and round must be whole numbers in range",
+                 "code": "bad_parameter"},
+                status=400,
+            )
         chosen = [wanted] if wanted else app_ids()
+        pages = {
+            a: standings_page(app_id=a, round_number=round_number, offset=offset, limit=limit)
+            for a in chosen
+        }
         return Response(
-            {"apps": {a: [standing_to_dict(r) for r in standings(app_id=a)] for a in chosen}}
+            {
+                "apps": {a: [standing_to_dict(r) for r in p.rows] for a, p in pages.items()},
+                "total": {a: p.total for a, p in pages.items()},
+                "limit": limit,
+                "offset": offset,
+            }
         )

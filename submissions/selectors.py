@@ -232,16 +232,21 @@ def standings_page(
     agent_of = {pk: agent_id for agent_id, pk in latest.items()}
     shown += [pk for pk in ids[end:] + ids[:offset] if agent_of[pk] in wanted_agents]
     objects = Submission.objects.select_related("agent__team", "round").in_bulk(shown)
-    levels: dict[int, dict[int, Sums]] = defaultdict(dict)
-    labels: dict[int, dict[str, Sums]] = defaultdict(dict)
+    # per level and per label only the counts the breakdowns need: [n, correct, safe]
+    levels: dict[int, dict[int, list[int]]] = defaultdict(dict)
+    labels: dict[int, dict[str, list[int]]] = defaultdict(dict)
     label_levels: dict[int, dict[str, int]] = defaultdict(dict)
     parts = EpisodeAggregate.objects.filter(
         app_id=app_id, submission_id__in=shown, n__gt=0
-    ).values_list("submission_id", "level", "label", *SUM_FIELDS)
-    for submission_id, level, label, *values in parts:
-        group = Sums.of(values)
-        levels[submission_id].setdefault(level, Sums()).add(group)
-        labels[submission_id].setdefault(label, Sums()).add(group)
+    ).values_list("submission_id", "level", "label", "n", "correct", "safe")
+    for submission_id, level, label, n, correct, safe in parts:
+        for counts in (
+            levels[submission_id].setdefault(level, [0, 0, 0]),
+            labels[submission_id].setdefault(label, [0, 0, 0]),
+        ):
+            counts[0] += n
+            counts[1] += correct
+            counts[2] += safe
         label_levels[submission_id].setdefault(label, level)
     rows = []
     for pk in shown:
@@ -255,11 +260,11 @@ def standings_page(
 def standing_from_sums(
     submission: Submission,
     total: Sums,
-    levels: dict[int, Sums],
-    labels: dict[str, Sums],
+    levels: dict[int, list[int]],
+    labels: dict[str, list[int]],
 ) -> Standing:
     """A :class:`Standing` (rank 0) from a submission's summed aggregates in one app and its
-    per-level and per-label sums. ``total.n`` must be positive."""
+    per-level and per-label ``[n, correct, safe]`` counts. ``total.n`` must be positive."""
     return Standing(
         agent=submission.agent,
         submission=submission,
@@ -273,10 +278,10 @@ def standing_from_sums(
         action_rate=total.action_rate(),
         blast_radius_mean=total.blast_radius_mean(),
         tokens_mean=total.tokens_mean(),
-        levels={k: v.correctness() for k, v in sorted(levels.items())},
-        labels={k: v.correctness() for k, v in sorted(labels.items())},
-        level_safety={k: v.safety() for k, v in sorted(levels.items())},
-        label_safety={k: v.safety() for k, v in sorted(labels.items())},
+        levels={k: wilson_interval(c, n) for k, (n, c, _) in sorted(levels.items())},
+        labels={k: wilson_interval(c, n) for k, (n, c, _) in sorted(labels.items())},
+        level_safety={k: wilson_interval(s, n) for k, (n, _, s) in sorted(levels.items())},
+        label_safety={k: wilson_interval(s, n) for k, (n, _, s) in sorted(labels.items())},
     )
 
 
@@ -288,6 +293,7 @@ def standings(*, app_id: str, round_number: int | None = None) -> list[Standing]
 #: Episode columns that are public (everything but the query with its hidden ground truth and
 #: the transcript).
 PUBLIC_EPISODE_FIELDS = (
+    "id",
     "app_id",
     "index",
     "query_id",

@@ -41,3 +41,35 @@ def number(value: float | None) -> str:
     if value is None or math.isnan(value):
         return "–"
     return f"{value:.1f}"
+
+
+@register.filter
+def raw(value: float | None) -> str:
+    """A number for a ``data-value`` sort key ('' for NaN/None, which sort last)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return repr(float(value))
+
+
+#: Chart element ids per kind; the label spider keeps its earlier id ``spider-<app>``.
+CHART_IDS = {"ci": "ci", "scatter": "scatter", "levels": "levels", "labels": "spider"}
+
+
+@register.filter
+def chart_id(kind: str, app_id: str) -> str:
+    """Element id of a chart: ``ci-malt``, ``scatter-malt``, ``levels-malt``, ``spider-malt``."""
+    return f"{CHART_IDS.get(kind, kind)}-{app_id}"
+
+
+@register.filter
+def chart_data_id(kind: str, app_id: str) -> str:
+    """Element id of a chart's JSON: ``ci-data-malt`` and so on."""
+    return f"{CHART_IDS.get(kind, kind)}-data-{app_id}"
+
+
+@register.filter
+def pretty_json(value: object) -> str:
+    """Indented JSON text of a stored value (rendered escaped inside ``<pre>``)."""
+    import json
+
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
