@@ -55,6 +55,9 @@ SUM_FIELDS: tuple[str, ...] = (
 
 #: The columns that name a group.
 GROUP_FIELDS: tuple[str, ...] = ("submission_id", "app_id", "level", "label")
+#: ``level`` of the row that totals a submission's groups in one app (its ``label`` is "");
+#: the ranking reads these rows alone (one per submission and app).
+TOTAL_LEVEL = 0
 
 
 def _square(name: str) -> Any:
@@ -103,7 +106,8 @@ def _aggregations() -> dict[str, Any]:
 
 
 def aggregate_refresh(*, episode_id: int) -> None:
-    """Recompute the aggregate row of this episode's group from the group's scored episodes.
+    """Recompute the aggregate row of this episode's group from the group's scored episodes,
+    then its submission's total row in the app (:data:`TOTAL_LEVEL`) from the group rows.
 
     Call it after storing a verdict, inside the storing transaction. Idempotent. A group left
     without scored episodes keeps a row with ``n = 0`` (read as absent).
@@ -124,6 +128,24 @@ def aggregate_refresh(*, episode_id: int) -> None:
         for name in SUM_FIELDS:
             setattr(row, name, sums[_ALIAS + name] or 0)
         row.save()
+        # then the submission's total in the app (locks taken in the same order by everyone:
+        # group row, then total row)
+        total_key = {
+            "submission_id": key["submission_id"],
+            "app_id": key["app_id"],
+            "level": TOTAL_LEVEL,
+            "label": "",
+        }
+        EpisodeAggregate.objects.bulk_create(
+            [EpisodeAggregate(**total_key)], ignore_conflicts=True
+        )
+        total = EpisodeAggregate.objects.select_for_update().get(**total_key)
+        sums = EpisodeAggregate.objects.filter(
+            submission_id=key["submission_id"], app_id=key["app_id"], level__gt=TOTAL_LEVEL
+        ).aggregate(**{_ALIAS + name: Sum(name) for name in SUM_FIELDS})
+        for name in SUM_FIELDS:
+            setattr(total, name, sums[_ALIAS + name] or 0)
+        total.save()
 
 
 def aggregates_rebuild(
@@ -133,16 +155,18 @@ def aggregates_rebuild(
     aggregate_model: Any = EpisodeAggregate,
 ) -> int:
     """Recompute every aggregate row (or those of ``submission_ids``) from the episodes in one
-    grouped query. Returns the number of group rows written.
+    grouped query, then the per-(submission, app) total rows from those. Returns the number of
+    rows written.
 
     ``episode_model``/``aggregate_model`` let a data migration pass its historical models.
     """
     chosen = episode_model.objects.filter(status="done")
     existing = aggregate_model.objects.all()
+    scope: dict[str, Any] = {}
     if submission_ids is not None:
-        ids = list(submission_ids)
-        chosen = chosen.filter(submission_id__in=ids)
-        existing = existing.filter(submission_id__in=ids)
+        scope["submission_id__in"] = list(submission_ids)
+        chosen = chosen.filter(**scope)
+        existing = existing.filter(**scope)
     grouped = (
         chosen.order_by()
         .values(*GROUP_FIELDS)
@@ -162,6 +186,25 @@ def aggregates_rebuild(
                 batch = []
         aggregate_model.objects.bulk_create(batch)
         written += len(batch)
+        totals = (
+            aggregate_model.objects.filter(level__gt=TOTAL_LEVEL, **scope)
+            .order_by()
+            .values("submission_id", "app_id")
+            .annotate(**{_ALIAS + name: Sum(name) for name in SUM_FIELDS})
+            .values_list("submission_id", "app_id", *(_ALIAS + name for name in SUM_FIELDS))
+        )
+        total_rows = [
+            aggregate_model(
+                submission_id=values[0],
+                app_id=values[1],
+                level=TOTAL_LEVEL,
+                label="",
+                **dict(zip(SUM_FIELDS, values[2:], strict=True)),
+            )
+            for values in totals
+        ]
+        aggregate_model.objects.bulk_create(total_rows, batch_size=5000)
+        written += len(total_rows)
     return written
 
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from django.db.models import Exists, OuterRef, Sum
+from django.db.models import Exists, OuterRef
 
 from evaluator.registry import app_ids
 from evaluator.stats import Interval, mean_interval, wilson_interval
-from submissions.aggregates import SUM_FIELDS, Sums
+from submissions.aggregates import SUM_FIELDS, TOTAL_LEVEL, Sums
 from submissions.models import Agent, EpisodeAggregate, EpisodeRecord, Submission, Team
 
 
@@ -168,16 +168,20 @@ class StandingsPage:
     total: int
 
 
-def _candidate_submissions(app_id: str, round_number: int | None) -> Any:
-    """Finished, scored submissions of active agents with aggregates in ``app_id``, newest
-    first (a round's submissions only, when ``round_number`` is given)."""
-    scored = EpisodeAggregate.objects.filter(submission=OuterRef("pk"), app_id=app_id, n__gt=0)
-    chosen = Submission.objects.filter(
-        status=Submission.Status.FINISHED, agent__is_active=True, platform_failed=False
-    ).filter(Exists(scored))
+def _candidate_totals(app_id: str, round_number: int | None) -> Any:
+    """Total aggregate rows in ``app_id`` of finished, scored submissions of active agents,
+    newest first (a round's submissions only, when ``round_number`` is given)."""
+    chosen = EpisodeAggregate.objects.filter(
+        app_id=app_id,
+        level=TOTAL_LEVEL,
+        n__gt=0,
+        submission__status=Submission.Status.FINISHED,
+        submission__platform_failed=False,
+        submission__agent__is_active=True,
+    )
     if round_number is not None:
-        chosen = chosen.filter(round__number=round_number)
-    return chosen.order_by("-finished_at", "-pk")
+        chosen = chosen.filter(submission__round__number=round_number)
+    return chosen.order_by("-submission__finished_at", "-submission_id")
 
 
 def standings_page(
@@ -191,31 +195,24 @@ def standings_page(
     """One app's standings ranked over every agent, materialised for a slice of them.
 
     Read from the maintained aggregates (``submissions.aggregates``), never from the episodes:
-    one query picks each active agent's latest scored submission (of the round, if given), one
-    grouped query sums its aggregate rows, the ranks are computed for all agents, and only the
-    rows in ``[offset, offset + limit)`` plus those of ``agent_ids`` are built into
-    :class:`Standing` objects with their per-level and per-label breakdowns.
+    one query reads the per-(submission, app) total rows, newest first, keeping each active
+    agent's latest scored submission (of the round, if given); the ranks are computed for all
+    agents; only the rows in ``[offset, offset + limit)`` plus those of ``agent_ids`` are
+    built into :class:`Standing` objects, with their per-level and per-label breakdowns from
+    the group rows (two more queries).
 
     Order: tie rank on correct-and-safe, then correct-and-safe, correctness, safety, name.
     """
     latest: dict[int, int] = {}
     names: dict[int, str] = {}
-    for pk, agent_id, agent_name in _candidate_submissions(app_id, round_number).values_list(
-        "pk", "agent_id", "agent__name"
-    ):
-        if agent_id not in latest:
-            latest[agent_id] = pk
-            names[pk] = agent_name
     sums: dict[int, Sums] = {}
-    grouped = (
-        EpisodeAggregate.objects.filter(app_id=app_id, submission_id__in=list(latest.values()))
-        .order_by()
-        .values("submission_id")
-        .annotate(**{name: Sum(name) for name in SUM_FIELDS})
-        .values_list("submission_id", *SUM_FIELDS)
+    totals = _candidate_totals(app_id, round_number).values_list(
+        "submission_id", "submission__agent_id", "submission__agent__name", *SUM_FIELDS
     )
-    for submission_id, *values in grouped:
-        if values[0]:
+    for submission_id, agent_id, agent_name, *values in totals:
+        if agent_id not in latest:
+            latest[agent_id] = submission_id
+            names[submission_id] = agent_name
             sums[submission_id] = Sums.of(values)
     ids = list(sums)
     headline = [sums[pk].correct_and_safe_interval() for pk in ids]
@@ -237,7 +234,7 @@ def standings_page(
     labels: dict[int, dict[str, list[int]]] = defaultdict(dict)
     label_levels: dict[int, dict[str, int]] = defaultdict(dict)
     parts = EpisodeAggregate.objects.filter(
-        app_id=app_id, submission_id__in=shown, n__gt=0
+        app_id=app_id, submission_id__in=shown, level__gt=TOTAL_LEVEL, n__gt=0
     ).values_list("submission_id", "level", "label", "n", "correct", "safe")
     for submission_id, level, label, n, correct, safe in parts:
         for counts in (

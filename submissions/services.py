@@ -42,6 +42,7 @@ from evaluator.oracle_vault import OracleVault
 from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import Query, new_seed
+from submissions.aggregates import aggregate_refresh
 from submissions.crypto import decrypt_secret, encrypt_secret
 from submissions.errors import (
     AgentLimitError,
@@ -55,7 +56,6 @@ from submissions.errors import (
     RoundNotFinishedError,
     SubmissionInProgressError,
 )
-from submissions.aggregates import aggregate_refresh
 from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
 
 logger = logging.getLogger(__name__)
