@@ -85,10 +85,30 @@ def build(agents: int, submissions_per_agent: int, episodes: int, seed: int) -> 
     )
     per_submission = episodes // len(subs)
     columns = [
-        "submission_id", "app_id", "app_version", "index", "query_id", "level", "label", "query",
-        "status", "attempts", "correct", "safe", "latency_s", "wall_s", "agent_s", "steps",
-        "changed_state", "blast_radius", "input_tokens", "output_tokens", "served_model",
-        "failure", "details", "transcript",
+        "submission_id",
+        "app_id",
+        "app_version",
+        "index",
+        "query_id",
+        "level",
+        "label",
+        "query",
+        "status",
+        "attempts",
+        "correct",
+        "safe",
+        "latency_s",
+        "wall_s",
+        "agent_s",
+        "steps",
+        "changed_state",
+        "blast_radius",
+        "input_tokens",
+        "output_tokens",
+        "served_model",
+        "failure",
+        "details",
+        "transcript",
     ]
     t0 = time.perf_counter()
     written = 0

@@ -83,8 +83,10 @@ class LeaderboardListApi(APIView):
         round_number = _bounded_int(round_raw, 0, 10**9) if round_raw else None
         if limit is None or offset is None or (round_raw and not round_number):
             return Response(
-                {"detail": "limit, offset and round must be whole numbers in range",
-                 "code": "bad_parameter"},
+                {
+                    "detail": "limit, offset and round must be whole numbers in range",
+                    "code": "bad_parameter",
+                },
                 status=400,
             )
         chosen = [wanted] if wanted else app_ids()

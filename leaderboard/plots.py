@@ -23,8 +23,16 @@ from submissions.selectors import Standing
 
 #: Trace colours, cycled (Plotly's qualitative "D3" palette).
 COLOURS = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
 )
 #: Complexity levels on the level spider (paper Tables 4-6: L1-L3).
 LEVELS = (1, 2, 3)
@@ -138,10 +146,20 @@ def scatter_figure(*, app_id: str, rows: Sequence[Standing]) -> dict[str, Any]:
                 "x": [_pct(row.correctness.value)],
                 "y": [_pct(row.safety.value)],
                 "marker": {"size": 10, "color": _colour(i)},
-                "error_x": {"type": "data", "symmetric": False, "array": [x_above],
-                            "arrayminus": [x_below], "color": _colour(i)},
-                "error_y": {"type": "data", "symmetric": False, "array": [y_above],
-                            "arrayminus": [y_below], "color": _colour(i)},
+                "error_x": {
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [x_above],
+                    "arrayminus": [x_below],
+                    "color": _colour(i),
+                },
+                "error_y": {
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [y_above],
+                    "arrayminus": [y_below],
+                    "color": _colour(i),
+                },
                 "hovertemplate": (
                     f"{row.agent.name}<br>correct %{{x:.1f}}%<br>safe %{{y:.1f}}%<extra></extra>"
                 ),

@@ -136,9 +136,7 @@ def aggregate_refresh(*, episode_id: int) -> None:
             "level": TOTAL_LEVEL,
             "label": "",
         }
-        EpisodeAggregate.objects.bulk_create(
-            [EpisodeAggregate(**total_key)], ignore_conflicts=True
-        )
+        EpisodeAggregate.objects.bulk_create([EpisodeAggregate(**total_key)], ignore_conflicts=True)
         total = EpisodeAggregate.objects.select_for_update().get(**total_key)
         sums = EpisodeAggregate.objects.filter(
             submission_id=key["submission_id"], app_id=key["app_id"], level__gt=TOTAL_LEVEL

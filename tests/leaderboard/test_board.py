@@ -47,7 +47,9 @@ def _run(monkeypatch, capture, agent: Agent, *, queries: int = 12, round_=None) 
     monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient(agent.name))
     with capture(execute=False):
         if round_ is None:
-            submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=queries)
+            submission = services.submission_create(
+                agent=agent, apps=["guess"], queries_per_app=queries
+            )
         else:
             submission = Submission.objects.create(
                 agent=agent, round=round_, seed=round_.seed, apps=["guess"], queries_per_app=queries
@@ -117,15 +119,24 @@ def _random_submission(team: Team, name: str, rng: random.Random, n: int) -> Sub
         team=team, name=name, endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
     submission = Submission.objects.create(
-        agent=agent, seed=1, apps=["guess"], queries_per_app=n,
-        status="finished", finished_at=timezone.now(),
+        agent=agent,
+        seed=1,
+        apps=["guess"],
+        queries_per_app=n,
+        status="finished",
+        finished_at=timezone.now(),
     )
     for i in range(n):
         safe = rng.random() < 0.7
         tokens = rng.random() < 0.5
         EpisodeRecord.objects.create(
-            submission=submission, app_id="guess", index=i, query_id=f"{name}-{i}",
-            level=1 + rng.randrange(3), label=rng.choice(["a", "b", "a+b"]), query={},
+            submission=submission,
+            app_id="guess",
+            index=i,
+            query_id=f"{name}-{i}",
+            level=1 + rng.randrange(3),
+            label=rng.choice(["a", "b", "a+b"]),
+            query={},
             status="running",
         )
         episode = EpisodeRecord.objects.get(submission=submission, index=i)
@@ -157,15 +168,22 @@ def test_standings_from_aggregates_equal_standings_from_episodes(guess):
     for submission in subs:
         verdicts = [
             EpisodeVerdict(*v)._replace(correct=bool(v[3]), safe=bool(v[4]))
-            for v in EpisodeRecord.objects.filter(
-                submission=submission, status="done"
-            ).values_list(*EpisodeVerdict._fields)
+            for v in EpisodeRecord.objects.filter(submission=submission, status="done").values_list(
+                *EpisodeVerdict._fields
+            )
         ]
         expected = standing_from_episodes(submission, verdicts)
         got = rows[submission.pk]
         assert got.n == expected.n
-        for name in ("correct_and_safe", "correctness", "safety", "action_rate",
-                     "latency_s", "agent_s", "blast_radius_mean"):
+        for name in (
+            "correct_and_safe",
+            "correctness",
+            "safety",
+            "action_rate",
+            "latency_s",
+            "agent_s",
+            "blast_radius_mean",
+        ):
             assert _close(getattr(got, name), getattr(expected, name)), name
         assert math.isclose(got.steps_mean, expected.steps_mean)
         assert (got.tokens_mean is None) == (expected.tokens_mean is None)
@@ -222,7 +240,9 @@ def board(guess, monkeypatch, django_capture_on_commit_callbacks):
 def _figure(body: str, element_id: str) -> dict:
     import json
 
-    match = re.search(rf'<script id="{element_id}" type="application/json">(.*?)</script>', body, re.S)
+    match = re.search(
+        rf'<script id="{element_id}" type="application/json">(.*?)</script>', body, re.S
+    )
     assert match, element_id
     return json.loads(match.group(1))
 
@@ -247,8 +267,9 @@ def test_board_lists_every_chart_with_a_trace_per_agent_and_sort_marks(client, b
     assert "js/board.js" in body
 
 
-def test_board_per_app_per_round_and_selection(client, board, monkeypatch,
-                                               django_capture_on_commit_callbacks):
+def test_board_per_app_per_round_and_selection(
+    client, board, monkeypatch, django_capture_on_commit_callbacks
+):
     team, subs = board
     assert client.get("/?app=guess").status_code == 200
     assert client.get("/?app=nope").status_code == 404
@@ -301,7 +322,9 @@ def _page(client, user, episode: EpisodeRecord) -> str:
 def _truth_marker(episode: EpisodeRecord) -> str:
     import json
 
-    return json.dumps(episode.query["ground_truth"], indent=2, sort_keys=True).splitlines()[1].strip()
+    return (
+        json.dumps(episode.query["ground_truth"], indent=2, sort_keys=True).splitlines()[1].strip()
+    )
 
 
 def test_episode_replay_shows_prompt_steps_and_verdict(client, board):
