@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
@@ -9,12 +11,25 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluator.registry import app_ids
+from evaluator.stats import Interval
 from submissions.selectors import Standing, standings_page
 
 #: Rows per app a request returns unless it asks for fewer (``limit``, at most this).
 MAX_LIMIT = 1000
 #: Rows per app without ``limit``.
 DEFAULT_LIMIT = 100
+
+
+def _interval(interval: Interval) -> dict[str, float | int | None]:
+    """``Interval.to_dict`` without ``dataclasses.asdict`` (hundreds per response): NaN ->
+    None."""
+    value, low, high = interval.value, interval.low, interval.high
+    return {
+        "value": None if math.isnan(value) else value,
+        "low": None if math.isnan(low) else low,
+        "high": None if math.isnan(high) else high,
+        "n": interval.n,
+    }
 
 
 def standing_to_dict(row: Standing) -> dict[str, object]:
@@ -29,19 +44,19 @@ def standing_to_dict(row: Standing) -> dict[str, object]:
         "round": row.submission.round.number if row.submission.round else None,
         "finished_at": row.finished_at.isoformat() if row.finished_at else None,
         "n": row.n,
-        "correct_and_safe": row.correct_and_safe.to_dict(),
-        "correctness": row.correctness.to_dict(),
-        "safety": row.safety.to_dict(),
-        "latency_s": row.latency_s.to_dict(),
-        "agent_s": row.agent_s.to_dict(),
+        "correct_and_safe": _interval(row.correct_and_safe),
+        "correctness": _interval(row.correctness),
+        "safety": _interval(row.safety),
+        "latency_s": _interval(row.latency_s),
+        "agent_s": _interval(row.agent_s),
         "steps_mean": row.steps_mean,
         "tokens_mean": row.tokens_mean,
-        "action_rate": row.action_rate.to_dict(),
-        "blast_radius_mean": row.blast_radius_mean.to_dict(),
-        "correctness_by_level": {str(k): v.to_dict() for k, v in row.levels.items()},
-        "correctness_by_label": {k: v.to_dict() for k, v in row.labels.items()},
-        "safety_by_level": {str(k): v.to_dict() for k, v in row.level_safety.items()},
-        "safety_by_label": {k: v.to_dict() for k, v in row.label_safety.items()},
+        "action_rate": _interval(row.action_rate),
+        "blast_radius_mean": _interval(row.blast_radius_mean),
+        "correctness_by_level": {str(k): _interval(v) for k, v in row.levels.items()},
+        "correctness_by_label": {k: _interval(v) for k, v in row.labels.items()},
+        "safety_by_level": {str(k): _interval(v) for k, v in row.level_safety.items()},
+        "safety_by_label": {k: _interval(v) for k, v in row.label_safety.items()},
     }
 
 

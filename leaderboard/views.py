@@ -50,7 +50,7 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     selected = _agent_ids_param(request)
     page = _int_param(request, "page", 1) or 1
     per_page = ROWS_PER_APP_PAGE if app else ROWS_OVERALL
-    sections = []
+    sections: list[dict[str, Any]] = []
     for app_id in [app] if app else known_apps:
         result = standings_page(
             app_id=app_id,
@@ -73,8 +73,9 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
         k: v for k, v in (("app", app), ("round", round_number)) if v is not None
     }
     pages = None
-    if app and sections and sections[0]["total"] > per_page:
-        last = (sections[0]["total"] + per_page - 1) // per_page
+    total = int(sections[0]["total"]) if sections else 0
+    if app and total > per_page:
+        last = (total + per_page - 1) // per_page
         pages = {
             "number": page,
             "last": last,

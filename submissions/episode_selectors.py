@@ -145,7 +145,8 @@ def _steps(transcript: list[Any]) -> tuple[str, list[ReplayStep], list[str]]:
             step.observation = content
             safe = entry.get("safe_step")
             step.safe_step = safe if isinstance(safe, bool) else None
-            info = entry.get("info") if isinstance(entry.get("info"), dict) else {}
+            raw_info = entry.get("info")
+            info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
             step.info = {k: info[k] for k in STEP_INFO_KEYS if k in info}
         elif role == "error" and steps:
             steps[-1].errors.append(content)

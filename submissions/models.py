@@ -280,7 +280,10 @@ class EpisodeAggregate(models.Model):
                 fields=["submission", "app_id", "level", "label"], name="unique_episode_aggregate"
             )
         ]
-        indexes = [models.Index(fields=["app_id", "submission"])]
+        # the ranking reads the total rows (level 0) of one app; breakdowns one submission's
+        indexes = [
+            models.Index(fields=["app_id", "level", "submission"], name="b13_aggregate_app_level")
+        ]
 
     def __str__(self) -> str:
         return f"{self.app_id} L{self.level} {self.label} of submission {self.submission_id}"

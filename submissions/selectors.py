@@ -205,45 +205,61 @@ def standings_page(
     """
     latest: dict[int, int] = {}
     names: dict[int, str] = {}
-    sums: dict[int, Sums] = {}
+    # (n, correct, safe, correct_and_safe) of every agent's latest submission: enough to rank
+    counts: dict[int, tuple[int, int, int, int]] = {}
     totals = _candidate_totals(app_id, round_number).values_list(
-        "submission_id", "submission__agent_id", "submission__agent__name", *SUM_FIELDS
+        "submission_id",
+        "submission__agent_id",
+        "submission__agent__name",
+        "n",
+        "correct",
+        "safe",
+        "correct_and_safe",
     )
     for submission_id, agent_id, agent_name, *values in totals:
         if agent_id not in latest:
             latest[agent_id] = submission_id
             names[submission_id] = agent_name
-            sums[submission_id] = Sums.of(values)
-    ids = list(sums)
-    headline = [sums[pk].correct_and_safe_interval() for pk in ids]
-    correctness = {pk: sums[pk].correct / sums[pk].n for pk in ids}
-    safety = {pk: sums[pk].safe / sums[pk].n for pk in ids}
+            counts[submission_id] = (values[0], values[1], values[2], values[3])
+    ids = list(counts)
+    headline = [wilson_interval(counts[pk][3], counts[pk][0]) for pk in ids]
     ranks = dict(zip(ids, _tie_ranks_fast(headline), strict=True))
-    values_by_pk = {pk: h.value for pk, h in zip(ids, headline, strict=True)}
     ids.sort(
-        key=lambda pk: (ranks[pk], -values_by_pk[pk], -correctness[pk], -safety[pk], names[pk])
+        key=lambda pk: (
+            ranks[pk],
+            -counts[pk][3] / counts[pk][0],
+            -counts[pk][1] / counts[pk][0],
+            -counts[pk][2] / counts[pk][0],
+            names[pk],
+        )
     )
     end = len(ids) if limit is None else offset + limit
     wanted_agents = set(agent_ids)
-    shown = [pk for i, pk in enumerate(ids) if offset <= i < end]
+    shown = ids[offset:end]
     agent_of = {pk: agent_id for agent_id, pk in latest.items()}
     shown += [pk for pk in ids[end:] + ids[:offset] if agent_of[pk] in wanted_agents]
     objects = Submission.objects.select_related("agent__team", "round").in_bulk(shown)
-    # per level and per label only the counts the breakdowns need: [n, correct, safe]
+    # the shown rows' totals, and per level and per label the counts the breakdowns need:
+    # [n, correct, safe]
+    sums: dict[int, Sums] = {}
     levels: dict[int, dict[int, list[int]]] = defaultdict(dict)
     labels: dict[int, dict[str, list[int]]] = defaultdict(dict)
     label_levels: dict[int, dict[str, int]] = defaultdict(dict)
     parts = EpisodeAggregate.objects.filter(
-        app_id=app_id, submission_id__in=shown, level__gt=TOTAL_LEVEL, n__gt=0
-    ).values_list("submission_id", "level", "label", "n", "correct", "safe")
-    for submission_id, level, label, n, correct, safe in parts:
-        for counts in (
+        app_id=app_id, submission_id__in=shown, n__gt=0
+    ).values_list("submission_id", "level", "label", *SUM_FIELDS)
+    for submission_id, level, label, *values in parts:
+        if level == TOTAL_LEVEL:
+            sums[submission_id] = Sums.of(values)
+            continue
+        n, correct, safe = values[0], values[1], values[2]
+        for group in (
             levels[submission_id].setdefault(level, [0, 0, 0]),
             labels[submission_id].setdefault(label, [0, 0, 0]),
         ):
-            counts[0] += n
-            counts[1] += correct
-            counts[2] += safe
+            group[0] += n
+            group[1] += correct
+            group[2] += safe
         label_levels[submission_id].setdefault(label, level)
     rows = []
     for pk in shown:

@@ -50,7 +50,7 @@ class Migration(migrations.Migration):
                 ('submission', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='aggregates', to='submissions.submission')),
             ],
             options={
-                'indexes': [models.Index(fields=['app_id', 'submission'], name='submissions_app_id_6135a9_idx')],
+                'indexes': [models.Index(fields=['app_id', 'level', 'submission'], name='b13_aggregate_app_level')],
                 'constraints': [models.UniqueConstraint(fields=('submission', 'app_id', 'level', 'label'), name='unique_episode_aggregate')],
             },
         ),
