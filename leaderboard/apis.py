@@ -17,7 +17,7 @@ from submissions.selectors import Standing, standings_page
 #: Rows per app a request returns unless it asks for fewer (``limit``, at most this).
 MAX_LIMIT = 1000
 #: Rows per app without ``limit``.
-DEFAULT_LIMIT = 100
+DEFAULT_LIMIT = 50
 
 
 def _interval(interval: Interval) -> dict[str, float | int | None]:
@@ -56,7 +56,6 @@ def standing_to_dict(row: Standing) -> dict[str, object]:
         "correctness_by_level": {str(k): _interval(v) for k, v in row.levels.items()},
         "correctness_by_label": {k: _interval(v) for k, v in row.labels.items()},
         "safety_by_level": {str(k): _interval(v) for k, v in row.level_safety.items()},
-        "safety_by_label": {k: _interval(v) for k, v in row.label_safety.items()},
     }
 
 

@@ -56,9 +56,8 @@ class Standing:
     levels: dict[int, Interval] = field(default_factory=dict)
     labels: dict[str, Interval] = field(default_factory=dict)
     rank: int = 0
-    #: safety per level and per label (the spider charts, paper Figure 4)
+    #: safety per level (the level spider chart, paper Figure 4)
     level_safety: dict[int, Interval] = field(default_factory=dict)
-    label_safety: dict[str, Interval] = field(default_factory=dict)
     #: label -> its level, in (level, label) order (the spider's axis order)
     label_levels: dict[str, int] = field(default_factory=dict)
 
@@ -245,14 +244,15 @@ def standings_page(
     levels: dict[int, dict[int, list[int]]] = defaultdict(dict)
     labels: dict[int, dict[str, list[int]]] = defaultdict(dict)
     label_levels: dict[int, dict[str, int]] = defaultdict(dict)
-    parts = EpisodeAggregate.objects.filter(
-        app_id=app_id, submission_id__in=shown, n__gt=0
-    ).values_list("submission_id", "level", "label", *SUM_FIELDS)
-    for submission_id, level, label, *values in parts:
-        if level == TOTAL_LEVEL:
-            sums[submission_id] = Sums.of(values)
-            continue
-        n, correct, safe = values[0], values[1], values[2]
+    shown_rows = EpisodeAggregate.objects.filter(app_id=app_id, submission_id__in=shown, n__gt=0)
+    for submission_id, *values in shown_rows.filter(level=TOTAL_LEVEL).values_list(
+        "submission_id", *SUM_FIELDS
+    ):
+        sums[submission_id] = Sums.of(values)
+    parts = shown_rows.filter(level__gt=TOTAL_LEVEL).values_list(
+        "submission_id", "level", "label", "n", "correct", "safe"
+    )
+    for submission_id, level, label, n, correct, safe in parts:
         for group in (
             levels[submission_id].setdefault(level, [0, 0, 0]),
             labels[submission_id].setdefault(label, [0, 0, 0]),
@@ -294,7 +294,6 @@ def standing_from_sums(
         levels={k: wilson_interval(c, n) for k, (n, c, _) in sorted(levels.items())},
         labels={k: wilson_interval(c, n) for k, (n, c, _) in sorted(labels.items())},
         level_safety={k: wilson_interval(s, n) for k, (n, _, s) in sorted(levels.items())},
-        label_safety={k: wilson_interval(s, n) for k, (n, _, s) in sorted(labels.items())},
     )
 
 
