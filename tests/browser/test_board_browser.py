@@ -106,7 +106,7 @@ def test_board_charts_sorting_selection_and_replay(page: Page, monkeypatch) -> N
         # an episode replay, from the board through the submission page
         page.locator(f"#app-guess tr[data-agent='{runner.pk}'] a", has_text="submission").click()
         page.wait_for_url(f"**/submissions/{submission.pk}/")
-        first = EpisodeRecord.objects.filter(submission=submission).order_by("index").first()
+        first = EpisodeRecord.objects.filter(submission=submission).earliest("index")
         page.locator(f"a[href='/episodes/{first.pk}/']").click()
         page.wait_for_url(f"**/episodes/{first.pk}/")
         expect(page.get_by_test_id("prompt")).to_contain_text(first.query["prompt"][:30])
