@@ -385,3 +385,13 @@ def test_infrastructure_failure_cause_is_shown(client, board):
     )
     body = client.get(f"/episodes/{episode.pk}/").content.decode()
     assert 'data-testid="infrastructure-failure"' in body and "emulator died: x" in body
+
+
+def test_board_rows_escape_agent_and_team_names(
+    client, guess, monkeypatch, django_capture_on_commit_callbacks
+):
+    team = Team.objects.create(name='<img src=x onerror="t()">')
+    _run(monkeypatch, django_capture_on_commit_callbacks, _agent(team, "<script>x()</script>"))
+    body = client.get("/?app=guess").content.decode()
+    assert "<script>x()</script>" not in body and "<img src=x" not in body
+    assert "&lt;script&gt;x()&lt;/script&gt;" in body
