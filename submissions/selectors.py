@@ -165,6 +165,20 @@ def _tie_ranks_fast(intervals: list[Interval]) -> list[int]:
 _Z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
 
 
+def _wilson(successes: int, n: int) -> Interval:
+    """:func:`evaluator.stats.wilson_interval` at ``CONFIDENCE`` for valid counts, without its
+    checks (the breakdowns of a page need a thousand of them; a test checks equality)."""
+    if n == 0:
+        nan = float("nan")
+        return Interval(nan, nan, nan, 0)
+    z2 = _Z * _Z
+    p = successes / n
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = _Z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half), n)
+
+
 def _tie_ranks_of_counts(counts: list[tuple[int, int, int, int]]) -> list[int]:
     """Tie ranks (as :func:`_tie_ranks_fast`) on the correct-and-safe Wilson intervals of
     ``(n, correct, safe, correct_and_safe)`` counts, all with ``n > 0``; the closed form of
@@ -322,9 +336,9 @@ def standing_from_sums(
         action_rate=total.action_rate(),
         blast_radius_mean=total.blast_radius_mean(),
         tokens_mean=total.tokens_mean(),
-        levels={k: wilson_interval(c, n) for k, (n, c, _) in sorted(levels.items())},
-        labels={k: wilson_interval(c, n) for k, (n, c, _) in sorted(labels.items())},
-        level_safety={k: wilson_interval(s, n) for k, (n, _, s) in sorted(levels.items())},
+        levels={k: _wilson(c, n) for k, (n, c, _) in sorted(levels.items())},
+        labels={k: _wilson(c, n) for k, (n, c, _) in sorted(labels.items())},
+        level_safety={k: _wilson(s, n) for k, (n, _, s) in sorted(levels.items())},
     )
 
 

@@ -21,6 +21,7 @@ from submissions.selectors import (
     EpisodeVerdict,
     _tie_ranks_fast,
     _tie_ranks_of_counts,
+    _wilson,
     standing_from_episodes,
     standings,
     standings_page,
@@ -202,6 +203,8 @@ def test_fast_tie_ranks_and_moment_intervals_match_the_reference():
     for _ in range(50):
         intervals = [wilson_interval(rng.randrange(0, 30), 30) for _ in range(rng.randrange(1, 25))]
         assert _tie_ranks_fast(intervals) == tie_ranks(intervals)
+        for i in intervals:
+            assert _close(_wilson(round(i.value * 30), 30), i)
         counts = [(30, 0, 0, round(i.value * 30)) for i in intervals]
         assert _tie_ranks_of_counts(counts) == tie_ranks(intervals)
         values = [rng.random() * 5 for _ in range(rng.randrange(1, 40))]
