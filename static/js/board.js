@@ -5,8 +5,8 @@
  * - Sorting: clicking a <th data-sort> orders the rows by each cell's data-value (numbers,
  *   or text with data-type="text"); the first click uses the column's better direction
  *   (data-better="higher" sorts descending), the next click reverses it. Empty values last.
- * - Selection: ticking agents' checkboxes shows only their traces in every chart of the
- *   section (each trace's `meta` is its agent id); none ticked shows every listed agent.
+ * - Selection: ticking agents' checkboxes redraws every chart of the section with only their
+ *   traces (each trace's `meta` is its agent id); none ticked shows every listed agent.
  *   The ticked ids are mirrored in the address (?agents=1,2) so a comparison can be shared.
  */
 (function () {
@@ -14,13 +14,29 @@
 
   const CONFIG = { displaylogo: false, responsive: true, displayModeBar: "hover" };
 
+  const figures = new Map();  // chart div -> its full figure (every listed agent)
+
   function drawCharts(section) {
     for (const div of section.querySelectorAll("div[data-chart]")) {
       const source = document.getElementById(div.dataset.source);
       if (!source) continue;
       const fig = JSON.parse(source.textContent);
+      figures.set(div, fig);
       Plotly.newPlot(div, fig.data, fig.layout, CONFIG);
     }
+  }
+
+  /* Redraw a chart with the chosen agents' traces only (all of them when none is chosen);
+   * the interval chart also shrinks to the rows it keeps. */
+  function drawChosen(div, chosen) {
+    const fig = figures.get(div);
+    if (!fig) return;
+    const data = chosen.size === 0
+      ? fig.data
+      : fig.data.filter((trace) => chosen.has(String(trace.meta)));
+    const layout = Object.assign({}, fig.layout);
+    if (div.dataset.chart === "ci") layout.height = 120 + 32 * Math.max(1, data.length);
+    Plotly.react(div, data, layout, CONFIG);
   }
 
   function selectedIds(section) {
@@ -31,11 +47,7 @@
 
   function applySelection(section) {
     const chosen = selectedIds(section);
-    for (const div of section.querySelectorAll("div[data-chart]")) {
-      if (!div.data) continue;
-      const visible = div.data.map((trace) => chosen.size === 0 || chosen.has(String(trace.meta)));
-      Plotly.restyle(div, { visible: visible });
-    }
+    for (const div of section.querySelectorAll("div[data-chart]")) drawChosen(div, chosen);
     const status = section.querySelector(".selection-status");
     if (status) {
       status.textContent = chosen.size === 0
