@@ -398,3 +398,44 @@ def test_board_rows_escape_agent_and_team_names(
     body = client.get("/?app=guess").content.decode()
     assert "<script>x()</script>" not in body and "<img src=x" not in body
     assert "&lt;script&gt;x()&lt;/script&gt;" in body
+
+
+@pytest.mark.parametrize(
+    ("series", "initial", "info_key", "label"),
+    [
+        ("loss_percent_by_step", "initial_loss_percent", "loss_percent", "pingall loss"),
+        ("mismatches_by_step", "initial_mismatches", "mismatches", "connectivity mismatches"),
+    ],
+)
+def test_replay_draws_the_pingall_or_mismatch_evolution(
+    client, board, series, initial, info_key, label
+):
+    """Route stores the pingall loss per step, k8s the mismatch count: the page lists both
+    step by step, from the value before the first step; text details stay owner-only."""
+    _, subs = board
+    episode = subs[0].episodes.earliest("index")
+    transcript = [
+        {"role": "user", "content": "Fix the network."},
+        {
+            "role": "assistant",
+            "content": "r1 ip route add 10.0.2.0/24 via 10.0.1.2",
+            "latency_s": 0.4,
+        },
+        {"role": "user", "content": "Step 1 output", "safe_step": True, "info": {info_key: 25.0}},
+        {"role": "assistant", "content": "r2 ip link set eth1 up", "latency_s": 0.3},
+        {
+            "role": "user",
+            "content": "Step 2 output",
+            "safe_step": False,
+            "info": {info_key: 0.0, "argv": ["ip"]},
+        },
+    ]
+    details = {series: [25.0, 0.0], initial: 50.0, "expected_hint": "secret-expected-value"}
+    EpisodeRecord.objects.filter(pk=episode.pk).update(transcript=transcript, details=details)
+    body = client.get(f"/episodes/{episode.pk}/").content.decode()
+    assert label in body
+    rows = re.findall(r"<tr><td>(\w+)</td><td class=\"num\">([\d.]+)</td></tr>", body)
+    assert rows == [("before", "50"), ("1", "25"), ("2", "0")]
+    assert body.count('data-testid="step"') == 2 and "unsafe" in body
+    assert "ip route add 10.0.2.0/24" in body and "Step 2 output" in body
+    assert "secret-expected-value" not in body  # text details: owner team and staff only
