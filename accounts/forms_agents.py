@@ -11,6 +11,7 @@ from typing import Any
 from django import forms
 
 from evaluator.registry import app_ids
+from submissions.agent_auth import auth_header_problem
 from submissions.models import Agent, Team
 
 #: Queries per app offered by default on the submit form (the API's default, submissions/apis.py).
@@ -30,17 +31,36 @@ class AgentForm(forms.Form):
     protocol = forms.ChoiceField(choices=Agent.Protocol.choices)
     model_name = forms.CharField(max_length=200, required=False)
     api_key = forms.CharField(
-        max_length=4096, required=False, widget=forms.PasswordInput, label="API key",
+        max_length=4096,
+        required=False,
+        widget=forms.PasswordInput,
+        label="API key",
         help_text="Stored encrypted; never shown again.",
     )
+    auth_header = forms.CharField(
+        max_length=100,
+        required=False,
+        label="Auth header name",
+        help_text="Header that carries the key; empty: Authorization: Bearer &lt;key&gt;.",
+    )
     apps = forms.MultipleChoiceField(
-        choices=_app_choices, required=False, widget=forms.CheckboxSelectMultiple,
+        choices=_app_choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
         help_text="None ticked: every app.",
     )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["team"].queryset = user.teams.order_by("name")  # type: ignore[attr-defined]
+
+    def clean_auth_header(self) -> str:
+        """A header name the key may travel in (``submissions.agent_auth``)."""
+        name = str(self.cleaned_data.get("auth_header") or "").strip()
+        problem = auth_header_problem(name)
+        if problem:
+            raise forms.ValidationError(problem)
+        return name
 
 
 class SubmitForm(forms.Form):
@@ -65,3 +85,31 @@ class SubmitForm(forms.Form):
             # the only choice is chosen for the user (no blank "---------" to pick past)
             self.fields["agent"].initial = agents[0].pk
             self.fields["agent"].empty_label = None  # type: ignore[attr-defined]
+
+
+class AgentEditForm(forms.Form):
+    """Endpoint URL, model name and a replacement API key (empty: keep the stored one)."""
+
+    endpoint_url = forms.URLField(max_length=500, label="Endpoint URL", assume_scheme="https")
+    model_name = forms.CharField(max_length=200, required=False)
+    api_key = forms.CharField(
+        max_length=4096,
+        required=False,
+        widget=forms.PasswordInput,
+        label="New API key",
+        help_text="Leave empty to keep the stored key; it is never shown.",
+    )
+    auth_header = forms.CharField(
+        max_length=100,
+        required=False,
+        label="Auth header name",
+        help_text="Header that carries the key; empty: Authorization: Bearer &lt;key&gt;.",
+    )
+
+    def clean_auth_header(self) -> str:
+        """A header name the key may travel in (``submissions.agent_auth``)."""
+        name = str(self.cleaned_data.get("auth_header") or "").strip()
+        problem = auth_header_problem(name)
+        if problem:
+            raise forms.ValidationError(problem)
+        return name

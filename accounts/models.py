@@ -28,9 +28,7 @@ class TeamOwnership(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["team", "user"], name="unique_team_owner")
-        ]
+        constraints = [models.UniqueConstraint(fields=["team", "user"], name="unique_team_owner")]
 
 
 class TeamInvitation(models.Model):

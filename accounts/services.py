@@ -108,9 +108,9 @@ def member_remove(*, team: Team, by: User, member: User) -> None:
     """
     with transaction.atomic():
         owners = list(
-            TeamOwnership.objects.select_for_update().filter(team=team).values_list(
-                "user_id", flat=True
-            )
+            TeamOwnership.objects.select_for_update()
+            .filter(team=team)
+            .values_list("user_id", flat=True)
         )
         if by.pk not in owners:
             raise NotTeamOwnerError("Only a team owner can remove members.")

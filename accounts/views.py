@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -19,9 +20,10 @@ from accounts import services
 from accounts.forms import SignUpForm
 from accounts.forms_agents import AgentForm, SubmitForm
 from accounts.models import TeamOwnership
+from submissions import preflight
 from submissions import services as submission_services
 from submissions.errors import ServiceError
-from submissions.models import Team
+from submissions.models import AgentPreflight, Team
 
 
 @require_http_methods(["GET", "POST"])
@@ -58,8 +60,24 @@ def team_page(request: HttpRequest) -> HttpResponse:
         link = None
         if invitation is not None and invitation.is_valid:
             link = request.build_absolute_uri(reverse("accounts:join", args=[invitation.token]))
-        rows.append({"team": team, "is_owner": team.pk in owned, "invite_link": link,
-                     "invitation": invitation})
+        rows.append(
+            {
+                "team": team,
+                "is_owner": team.pk in owned,
+                "invite_link": link,
+                "invitation": invitation,
+            }
+        )
+    preflights: dict[int, str] = {}
+    for agent_id, status in (
+        AgentPreflight.objects.filter(agent__team__in=teams)
+        .order_by("agent_id", "-created_at", "-pk")
+        .values_list("agent_id", "status")
+    ):
+        preflights.setdefault(agent_id, status)  # the newest per agent
+    for team in teams:
+        for agent in team.agents.all():  # the prefetched objects the template renders
+            agent.preflight_status = preflights.get(agent.pk, "")
     return render(request, "accounts/team.html", {"rows": rows})
 
 
@@ -120,21 +138,30 @@ def join_page(request: HttpRequest, token: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def agent_new_page(request: HttpRequest) -> HttpResponse:
-    """Register an agent of one of the user's teams (rules: ``submissions.services``)."""
+    """Register an agent of one of the user's teams (rules: ``submissions.services``), start
+    its pre-flight (``submissions.preflight``) and open its agent page."""
     form = AgentForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            agent = submission_services.agent_create(
-                team=data["team"], name=data["name"], endpoint_url=data["endpoint_url"],
-                protocol=data["protocol"], model_name=data["model_name"],
-                api_key=data["api_key"], apps=data["apps"], actor=request.user,
-            )
+            with transaction.atomic():
+                agent = submission_services.agent_create(
+                    team=data["team"],
+                    name=data["name"],
+                    endpoint_url=data["endpoint_url"],
+                    protocol=data["protocol"],
+                    model_name=data["model_name"],
+                    api_key=data["api_key"],
+                    apps=data["apps"],
+                    actor=request.user,
+                )
+                preflight.agent_auth_header_set(agent=agent, name=data["auth_header"])
+                preflight.preflight_start(agent=agent, actor=request.user)
         except ServiceError as error:
             form.add_error(None, str(error))
         else:
-            messages.success(request, f"Agent {agent.name} registered.")
-            return redirect("accounts:team")
+            messages.success(request, f"Agent {agent.name} registered; its pre-flight is running.")
+            return redirect("agents:detail", agent_id=agent.pk)
     return render(request, "accounts/agent_form.html", {"form": form})
 
 
@@ -147,8 +174,10 @@ def submit_page(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             submission = submission_services.submission_create(
-                agent=data["agent"], apps=data["apps"],
-                queries_per_app=data["queries_per_app"], actor=request.user,
+                agent=data["agent"],
+                apps=data["apps"],
+                queries_per_app=data["queries_per_app"],
+                actor=request.user,
             )
         except ServiceError as error:
             form.add_error(None, str(error))

@@ -14,7 +14,7 @@ It prints correctness (and safety) per level as a rate with its 95% Wilson inter
 root and bwrap for the sandbox; route: root and Mininet).
 
 Usage: .venv/bin/python benchmarks/bench_difficulty.py [--apps malt,route] [--queries 300]
-       [--seed 0] [--agents oracle,floor,null]
+       [--seed 0] [--agents oracle,floor,null] [--workers 1]
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from evaluator.agents.base import AgentClient, AgentReply  # noqa: E402
 from evaluator.app import App  # noqa: E402
 from evaluator.registry import app_ids, get_app  # noqa: E402
 from evaluator.runner import run_episode  # noqa: E402
+from evaluator.sampling import HEALTHY_LABEL  # noqa: E402
 from evaluator.stats import wilson_interval  # noqa: E402
 from evaluator.types import JSON, EpisodeResult, Query  # noqa: E402
 
@@ -63,14 +65,47 @@ def client_for(agent: str, app: App, query: Query) -> AgentClient:
     return ReplyClient(app.null_reply)
 
 
+def _play(app_id: str, agent: str, query: Query) -> EpisodeResult:
+    """One episode of ``agent`` on ``query`` (a worker process's unit of work)."""
+    app = get_app(app_id)
+    return run_episode(app, query, client_for(agent, app, query))
+
+
 def run_agents(
-    app: App, queries: list[Query], agents: tuple[str, ...]
+    app: App, queries: list[Query], agents: tuple[str, ...], *, workers: int = 1
 ) -> dict[str, list[EpisodeResult]]:
-    """Run every agent on every query; results in query order per agent."""
-    return {
-        agent: [run_episode(app, query, client_for(agent, app, query)) for query in queries]
-        for agent in agents
-    }
+    """Run every agent on every query; results in query order per agent.
+
+    ``workers`` > 1 plays episodes in that many processes at once (route episodes mostly wait
+    on probes and link settling, so this shortens the wall time without changing a verdict).
+    Prints a progress line to stderr every 50 episodes (the table comes at the end).
+    """
+    results: dict[str, list[EpisodeResult]] = {}
+    pool = ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
+    try:
+        for agent in agents:
+            rows = results.setdefault(agent, [])
+            played: Iterator[EpisodeResult]
+            if pool is None:
+                played = (_play(app.app_id, agent, query) for query in queries)
+            else:
+                played = pool.map(
+                    _play, [app.app_id] * len(queries), [agent] * len(queries), queries
+                )
+            for number, result in enumerate(played, 1):
+                rows.append(result)
+                if number % 50 == 0 or number == len(queries):
+                    correct = sum(r.correct for r in rows)
+                    print(
+                        f"  {app.app_id} {agent}: {number}/{len(queries)} played, "
+                        f"{correct} correct",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return results
 
 
 def _rate(results: list[EpisodeResult], field: str) -> str:
@@ -86,17 +121,24 @@ def table(app: App, results: dict[str, list[EpisodeResult]]) -> str:
     """Correctness and safety by level and overall, one row per (agent, level)."""
     lines = [
         f"app {app.app_id} v{app.version}",
-        f"{'agent':<7} {'level':<5} {'correct (95% Wilson)':<30} {'safe (95% Wilson)':<30}",
+        f"{'agent':<7} {'level':<7} {'correct (95% Wilson)':<30} {'safe (95% Wilson)':<30}",
     ]
     for agent, rows in results.items():
-        for level in (*app.levels, None):
-            chosen = [r for r in rows if level is None or r.level == level]
-            if not chosen:
-                continue
-            name = "all" if level is None else f"L{level}"
-            lines.append(
-                f"{agent:<7} {name:<5} {_rate(chosen, 'correct'):<30} {_rate(chosen, 'safe'):<30}"
-            )
+        groups: list[tuple[str, list[EpisodeResult]]] = [
+            (f"L{level}", [r for r in rows if r.level == level]) for level in app.levels
+        ]
+        groups.append(("all", rows))
+        # healthy controls (issue 14 item 2) are also counted in their level's row
+        groups.append((HEALTHY_LABEL, [r for r in rows if r.label == HEALTHY_LABEL]))
+        failed = [r for r in rows if not r.scored]
+        for name, chosen in groups:
+            if chosen:
+                lines.append(
+                    f"{agent:<7} {name:<7} {_rate(chosen, 'correct'):<30} "
+                    f"{_rate(chosen, 'safe'):<30}"
+                )
+        if failed:
+            lines.append(f"{agent:<7} infrastructure failures (not correct): {len(failed)}")
     return "\n".join(lines)
 
 
@@ -107,6 +149,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300, help="queries per app")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agents", default=",".join(AGENTS))
+    parser.add_argument("--workers", type=int, default=1, help="episodes played at once")
     args = parser.parse_args()
     wanted = [a for a in args.apps.split(",") if a] or app_ids()
     agents = tuple(a for a in args.agents.split(",") if a)
@@ -117,7 +160,7 @@ def main() -> None:
             continue
         started = time.perf_counter()
         queries = app.generate(args.queries, seed=args.seed)
-        results = run_agents(app, queries, agents)
+        results = run_agents(app, queries, agents, workers=args.workers)
         print(table(app, results))
         print(
             f"({args.queries} queries, seed {args.seed}, "

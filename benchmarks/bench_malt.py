@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from apps.malt.app import MaltApp  # noqa: E402
 from apps.malt.prompt import SANDBOX_PREAMBLE  # noqa: E402
-from apps.malt.queries import ground_truth  # noqa: E402
+from apps.malt.queries import ground_truth, query_graph  # noqa: E402
 from apps.malt.replies import extract_code  # noqa: E402
 from apps.malt.scoring import judge  # noqa: E402
 from apps.malt.topology import load_graph  # noqa: E402
@@ -59,7 +59,7 @@ def main() -> None:
         rows["generate"].append(time.perf_counter() - t0)
         queries.append(query)
         t0 = time.perf_counter()
-        ground_truth(query.ground_truth["program"])
+        ground_truth(query.ground_truth["program"], query.ground_truth["graph_key"])
         rows["ground_truth"].append(time.perf_counter() - t0)
 
     if not args.no_sandbox:
@@ -69,7 +69,12 @@ def main() -> None:
             code = extract_code(app.oracle_reply(query.ground_truth, [])).code
             assert code is not None
             t0 = time.perf_counter()
-            result = run_function(code, "process_graph", load_graph(), preamble=SANDBOX_PREAMBLE)
+            result = run_function(
+                code,
+                "process_graph",
+                query_graph(query.ground_truth["graph_key"]),
+                preamble=SANDBOX_PREAMBLE,
+            )
             wall = time.perf_counter() - t0
             if not result.ok:
                 raise SystemExit(f"oracle failed in the sandbox: {result.failure} {result.error}")

@@ -132,6 +132,18 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Lists are paginated (?page=N; page_size fixed) and every client is throttled: anonymous
+    # callers per IP, token/session users per account (over the rate: 429 + Retry-After).
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": env.int("NETARENA_API_PAGE_SIZE", default=50),
+    "DEFAULT_THROTTLE_CLASSES": [
+        "config.throttling.AnonRateThrottle",
+        "config.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env("NETARENA_API_ANON_RATE", default="120/min"),
+        "user": env("NETARENA_API_USER_RATE", default="1200/min"),
+    },
     # A JSON parser that answers 400 to bodies nested too deeply (DRF's gives a 500).
     "DEFAULT_PARSER_CLASSES": [
         "config.parsers.BoundedJSONParser",
@@ -164,12 +176,24 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = CONTROL_QUEUE
 # Episode tasks are sent to the queue named after their app (services.submission_prepare).
 # Celery beat: expire submissions whose queue has no worker (services.submissions_expire).
+# Celery beat: requeue episodes whose worker died (services.episodes_requeue).
 CELERY_BEAT_SCHEDULE = {
     "submissions-expire": {
         "task": "submissions.submissions_expire",
         "schedule": 300.0,
         "options": {"queue": CONTROL_QUEUE},
-    }
+    },
+    "episodes-requeue": {
+        "task": "submissions.episodes_requeue",
+        "schedule": env.float("NETARENA_REQUEUE_EVERY_S", default=60.0),
+        "options": {"queue": CONTROL_QUEUE},
+    },
+}
+# A message a dead worker had reserved (acks_late: never acknowledged) comes back to the queue
+# after this many seconds; longer than the episode task's hard time limit (1900 s), so a live
+# task is never delivered twice by the broker (a duplicate would be skipped anyway).
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env.float("NETARENA_BROKER_VISIBILITY_TIMEOUT_S", default=3600.0)
 }
 
 # Engine knobs.
@@ -188,6 +212,15 @@ NETARENA = {
     ),
     # A submission (or an episode) no worker took within this many seconds expires.
     "SUBMISSION_MAX_WAIT_S": env.float("NETARENA_SUBMISSION_MAX_WAIT_S", default=6 * 3600.0),
+    # A running episode's worker refreshes its heartbeat this often (s); one whose heartbeat
+    # is older than EPISODE_STALE_S lost its worker and is requeued (services.episodes_requeue).
+    "EPISODE_HEARTBEAT_S": env.float("NETARENA_EPISODE_HEARTBEAT_S", default=10.0),
+    "EPISODE_STALE_S": env.float("NETARENA_EPISODE_STALE_S", default=90.0),
+    # First back-off (s) before an infrastructure failure is retried; doubles per attempt.
+    "EPISODE_RETRY_BACKOFF_S": env.float("NETARENA_EPISODE_RETRY_BACKOFF_S", default=10.0),
+    # A submission with more than this share of infrastructure failures among its run episodes
+    # is marked incomplete: not ranked, no quota (issue 14 item 7).
+    "INFRA_FAILURE_MAX_SHARE": env.float("NETARENA_INFRA_FAILURE_MAX_SHARE", default=0.1),
 }
 
 LOGGING = {

@@ -158,6 +158,15 @@ class App(ABC):
         """Solved (question, answer) pairs for the few-shot prompting strategy; ``[]`` if none."""
         return []
 
+    def reply_problem(self, reply: str) -> str | None:
+        """Why ``reply`` (an agent's answer to this app's task prompt) could not be used as an
+        action, or ``None`` when the app's reply parser accepts it. Nothing is run; never
+        raises. The site's agent pre-flight sends one canary prompt per app and reports this
+        (docs/agents.md). Default: only an empty reply is refused; apps override it with their
+        own parser (``replies.py``).
+        """
+        return None if reply.strip() else "the reply is empty"
+
     def preflight(self) -> None:  # noqa: B027 - optional hook, nothing to check by default
         """Check once, when a worker for this app starts, that this host can run its episodes
         (tools installed, sandbox usable), so that a broken host fails at start instead of

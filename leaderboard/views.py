@@ -11,6 +11,7 @@ from django.shortcuts import render
 from evaluator.registry import app_ids, get_app
 from leaderboard.plots import board_figures
 from submissions.episode_selectors import episode_replay
+from submissions.progress import submission_infrastructure_failures, submission_progress
 from submissions.round_selectors import rounds_list
 from submissions.selectors import standings_page, submission_episode_rows, submission_get
 
@@ -99,13 +100,32 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
 
 
 def submission_page(request: HttpRequest, submission_id: int) -> HttpResponse:
-    """One submission: status and its episodes' verdicts (never the hidden ground truth)."""
+    """One submission: live progress (polled by static/js/submission_progress.js), a Cancel
+    button for its team's members while it is open, its infrastructure failures with their
+    cause, and its episodes' verdicts (never the hidden ground truth)."""
     submission = submission_get(submission_id=submission_id)
     if submission is None:
         raise Http404("no such submission")
-    episodes = submission_episode_rows(submission=submission)
+    progress = submission_progress(submission=submission)
+    user = request.user
+    can_cancel = progress.open and (
+        user.is_staff
+        or (
+            user.is_authenticated
+            and submission.round_id is None
+            and submission.agent.team.members.filter(pk=user.pk).exists()
+        )
+    )
     return render(
-        request, "leaderboard/submission.html", {"submission": submission, "episodes": episodes}
+        request,
+        "leaderboard/submission.html",
+        {
+            "submission": submission,
+            "progress": progress,
+            "can_cancel": can_cancel,
+            "infra_failures": submission_infrastructure_failures(submission=submission),
+            "episodes": submission_episode_rows(submission=submission),
+        },
     )
 
 

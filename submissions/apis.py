@@ -1,27 +1,37 @@
-"""Team-facing REST API: register agents, submit them for evaluation, follow a submission.
+"""Team-facing REST API: agents, submissions (create, progress, cancel, episodes), rounds.
 
 Authentication: session (with CSRF, DRF's ``SessionAuthentication``) or a per-user token
-(``Authorization: Token <key>``, DRF authtoken; created in the admin). A user acts only for the
-teams they belong to; rounds are started by admins only (DESIGN.md §8). Errors are
-``{"detail": str, "code": str}`` with status 400/403/404/429.
+(``Authorization: Token <key>``, DRF authtoken; ``manage.py drf_create_token`` or the admin). A
+user acts only for the teams they belong to; rounds are started by admins only (DESIGN.md §8).
+Lists are paginated (``?page=N``; ``{"count", "next", "previous", "results"}``) and every
+caller is throttled (settings ``REST_FRAMEWORK``). Errors are ``{"detail": str, "code": str}``
+with status 400/403/404/409/429. Episodes never carry the query or its hidden ground truth.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from django.db.models import QuerySet
+from django.http import Http404
+from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
+from rest_framework import generics, serializers, status
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.parsers import BoundedJSONParser
+from config.throttling import AnonRateThrottle, UserRateThrottle
 from evaluator.agents import PROTOCOLS
 from evaluator.registry import app_ids
-from submissions import selectors, services
+from submissions import preflight, selectors, services
 from submissions.errors import NotTeamMemberError, NotYourAgentError, ServiceError
+from submissions.models import Agent, EpisodeRecord, Round, Submission
+from submissions.progress import submission_infrastructure_failures, submission_progress
+from submissions.round_selectors import round_get, round_progress, round_standings
 
 
 def _error(detail: str, code: str, http_status: int) -> Response:
@@ -31,6 +41,59 @@ def _error(detail: str, code: str, http_status: int) -> Response:
 def _service_error(exc: ServiceError) -> Response:
     """Map a typed service error to ``{"detail", "code"}`` with the error's HTTP status."""
     return _error(str(exc), exc.code, exc.http_status)
+
+
+ErrorSerializer = inline_serializer(
+    "Error", {"detail": serializers.CharField(), "code": serializers.CharField()}
+)
+
+
+class AgentSerializer(serializers.ModelSerializer[Agent]):
+    """An agent of one of the caller's teams (the API key is never returned), with its latest
+    pre-flight check (``null`` if none ran; a team agent is submitted only once it passed)."""
+
+    team = serializers.CharField(source="team.name")
+    preflight = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Agent
+        fields = [
+            "id",
+            "name",
+            "team",
+            "endpoint_url",
+            "protocol",
+            "model_name",
+            "apps",
+            "is_active",
+            "created_at",
+            "preflight",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(
+        inline_serializer(
+            "AgentPreflight",
+            {
+                "status": serializers.CharField(),
+                "checks": serializers.ListField(child=serializers.DictField()),
+                "latency_s": serializers.FloatField(allow_null=True),
+                "finished_at": serializers.DateTimeField(allow_null=True),
+            },
+            allow_null=True,
+        )
+    )
+    def get_preflight(self, obj: Agent) -> dict[str, Any] | None:
+        """``{"status": running|passed|failed, "checks", "latency_s", "finished_at"}``."""
+        latest = preflight.preflight_latest(agent=obj)
+        if latest is None:
+            return None
+        return {
+            "status": latest.status,
+            "checks": latest.checks,
+            "latency_s": latest.latency_s,
+            "finished_at": latest.finished_at.isoformat() if latest.finished_at else None,
+        }
 
 
 class AgentCreateSerializer(serializers.Serializer[dict[str, Any]]):
@@ -44,14 +107,35 @@ class AgentCreateSerializer(serializers.Serializer[dict[str, Any]]):
     api_key = serializers.CharField(max_length=4096, required=False, default="", write_only=True)
 
 
-class AgentCreateApi(APIView):
-    """``POST /api/v1/agents/``: register an agent of one of the caller's teams."""
+class AgentListCreateApi(generics.ListAPIView[Agent]):
+    """``GET /api/v1/agents/``: the agents of the caller's teams (paginated);
+    ``POST``: register an agent of one of the caller's teams."""
 
     permission_classes = [IsAuthenticated]
+    serializer_class = AgentSerializer
+
+    def get_queryset(self) -> QuerySet[Agent]:
+        """Agents of the caller's teams, newest first."""
+        return (
+            Agent.objects.filter(team__members=self.request.user.pk)
+            .select_related("team")
+            .order_by("-created_at", "-pk")
+        )
 
     @extend_schema(
         request=AgentCreateSerializer,
-        responses={201: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 403: OpenApiTypes.OBJECT},
+        responses={
+            201: inline_serializer(
+                "AgentCreated",
+                {
+                    "id": serializers.IntegerField(),
+                    "name": serializers.CharField(),
+                    "team": serializers.CharField(),
+                },
+            ),
+            400: ErrorSerializer,
+            403: ErrorSerializer,
+        },
     )
     def post(self, request: Request) -> Response:
         """201 with the agent's id; 400 for bad input or an endpoint the guard refuses."""
@@ -71,6 +155,7 @@ class AgentCreateApi(APIView):
                 api_key=data["api_key"],
                 actor=request.user,
             )
+            preflight.preflight_start(agent=agent, actor=request.user)  # A10: runs on commit
         except ServiceError as exc:
             return _service_error(exc)
         return Response({"id": agent.pk, "name": agent.name, "team": team.name}, status=201)
@@ -84,21 +169,70 @@ class SubmissionCreateSerializer(serializers.Serializer[dict[str, Any]]):
     queries_per_app = serializers.IntegerField(min_value=1, max_value=200, default=30)
 
 
-class SubmissionCreateApi(APIView):
-    """``POST /api/v1/submissions/``: evaluate one of the caller's agents on fresh queries.
+class SubmissionSerializer(serializers.ModelSerializer[Submission]):
+    """A submission in a list (no episodes; see ``/episodes/``)."""
+
+    agent = serializers.CharField(source="agent.name")
+    agent_id = serializers.IntegerField()
+    team = serializers.CharField(source="agent.team.name")
+    round = serializers.IntegerField(source="round.number", allow_null=True, default=None)
+
+    class Meta:
+        model = Submission
+        fields = [
+            "id",
+            "agent",
+            "agent_id",
+            "team",
+            "round",
+            "status",
+            "incomplete",
+            "apps",
+            "queries_per_app",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class SubmissionListCreateApi(generics.ListAPIView[Submission]):
+    """``GET /api/v1/submissions/``: the submissions of the caller's teams' agents, newest
+    first (paginated); ``POST``: evaluate one of the caller's agents on fresh queries.
 
     Quotas (enforced by ``services.submission_create``): one open submission per agent, and
-    ``SUBMISSIONS_PER_TEAM_PER_DAY`` per team.
+    ``SUBMISSIONS_PER_TEAM_PER_DAY`` per team (platform failures are free; cancelled
+    submissions count).
     """
 
     permission_classes = [IsAuthenticated]
+    serializer_class = SubmissionSerializer
+
+    def get_queryset(self) -> QuerySet[Submission]:
+        """Submissions of the caller's teams' agents, newest first."""
+        return (
+            Submission.objects.filter(agent__team__members=self.request.user.pk)
+            .select_related("agent__team", "round")
+            .order_by("-created_at", "-pk")
+        )
 
     @extend_schema(
         request=SubmissionCreateSerializer,
-        responses={202: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 403: OpenApiTypes.OBJECT},
+        responses={
+            202: inline_serializer(
+                "SubmissionCreated",
+                {"id": serializers.IntegerField(), "status": serializers.CharField()},
+            ),
+            400: ErrorSerializer,
+            403: ErrorSerializer,
+            409: ErrorSerializer,
+            429: ErrorSerializer,
+        },
     )
     def post(self, request: Request) -> Response:
-        """202 with the submission's id; 403 for a foreign agent; 429 over quota."""
+        """202 with the submission's id; 403 for a foreign agent; 409 while the agent's
+        pre-flight has not passed; 429 over quota or with a submission already open."""
         serializer = SubmissionCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -117,13 +251,101 @@ class SubmissionCreateApi(APIView):
         return Response({"id": submission.pk, "status": submission.status}, status=202)
 
 
-class SubmissionDetailApi(APIView):
-    """``GET /api/v1/submissions/<id>/``: status and per-episode verdicts (public)."""
+class AppProgressSerializer(serializers.Serializer[dict[str, Any]]):
+    """Episode counts of one app (``done`` = scored + platform failures)."""
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT})
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+    running = serializers.IntegerField()
+    errors = serializers.IntegerField()  # type: ignore[assignment]  # a field, not .errors
+    cancelled = serializers.IntegerField()
+
+
+class ProgressSerializer(serializers.Serializer[dict[str, Any]]):
+    """``submissions.progress.SubmissionProgress``: times in seconds, percent in [0, 100]."""
+
+    status = serializers.CharField()
+    open = serializers.BooleanField()
+    incomplete = serializers.BooleanField()
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+    percent = serializers.FloatField()
+    by_app = serializers.DictField(child=AppProgressSerializer())
+    queue_position = serializers.IntegerField(allow_null=True)
+    elapsed_s = serializers.FloatField(allow_null=True)
+    eta_s = serializers.FloatField(allow_null=True)
+
+
+class InfraFailureSerializer(serializers.Serializer[dict[str, Any]]):
+    """An episode the platform could not run, with its cause."""
+
+    episode = serializers.IntegerField()
+    app_id = serializers.CharField()
+    index = serializers.IntegerField()
+    kind = serializers.CharField()
+    message = serializers.CharField()
+    attempts = serializers.IntegerField()
+
+
+class EpisodeSerializer(serializers.ModelSerializer[EpisodeRecord]):
+    """The public columns of an episode (never the query, its ground truth or a transcript)."""
+
+    class Meta:
+        model = EpisodeRecord
+        fields = [
+            "id",
+            "app_id",
+            "index",
+            "query_id",
+            "level",
+            "label",
+            "status",
+            "correct",
+            "safe",
+            "latency_s",
+            "agent_s",
+            "steps",
+            "changed_state",
+            "blast_radius",
+            "failure",
+        ]
+        read_only_fields = fields
+
+
+def _submission_or_404(submission_id: int) -> Submission | None:
+    return selectors.submission_get(submission_id=submission_id)
+
+
+class SubmissionDetailApi(APIView):
+    """``GET /api/v1/submissions/<id>/``: status, progress, platform failures and episode
+    verdicts (public, like the submission page)."""
+
+    @extend_schema(
+        responses={
+            200: inline_serializer(
+                "SubmissionDetail",
+                {
+                    "id": serializers.IntegerField(),
+                    "agent": serializers.CharField(),
+                    "team": serializers.CharField(),
+                    "status": serializers.CharField(),
+                    "incomplete": serializers.BooleanField(),
+                    "apps": serializers.ListField(child=serializers.CharField()),
+                    "queries_per_app": serializers.IntegerField(),
+                    "error": serializers.CharField(),
+                    "created_at": serializers.DateTimeField(),
+                    "finished_at": serializers.DateTimeField(allow_null=True),
+                    "progress": ProgressSerializer(),
+                    "infrastructure_failures": InfraFailureSerializer(many=True),
+                    "episodes": serializers.ListField(child=serializers.DictField()),
+                },
+            ),
+            404: ErrorSerializer,
+        }
+    )
     def get(self, request: Request, submission_id: int) -> Response:
-        """The submission with its episodes' verdicts; never the hidden ground truth."""
-        submission = selectors.submission_get(submission_id=submission_id)
+        """The submission with its progress and episodes' verdicts; never the ground truth."""
+        submission = _submission_or_404(submission_id)
         if submission is None:
             return _error("no such submission", "not_found", 404)
         episodes = selectors.submission_episode_rows(submission=submission)
@@ -131,7 +353,9 @@ class SubmissionDetailApi(APIView):
             {
                 "id": submission.pk,
                 "agent": submission.agent.name,
+                "team": submission.agent.team.name,
                 "status": submission.status,
+                "incomplete": submission.incomplete,
                 "apps": submission.apps,
                 "queries_per_app": submission.queries_per_app,
                 "error": submission.error,
@@ -139,7 +363,176 @@ class SubmissionDetailApi(APIView):
                 "finished_at": submission.finished_at.isoformat()
                 if submission.finished_at
                 else None,
+                "progress": submission_progress(submission=submission).to_dict(),
+                "infrastructure_failures": submission_infrastructure_failures(
+                    submission=submission
+                ),
                 "episodes": episodes,
             },
             status=status.HTTP_200_OK,
         )
+
+
+class SubmissionProgressApi(APIView):
+    """``GET /api/v1/submissions/<id>/progress/``: live progress (public)."""
+
+    @extend_schema(responses={200: ProgressSerializer, 404: ErrorSerializer})
+    def get(self, request: Request, submission_id: int) -> Response:
+        """Done/total per app, queue position, elapsed and estimated seconds, status."""
+        submission = _submission_or_404(submission_id)
+        if submission is None:
+            return _error("no such submission", "not_found", 404)
+        return Response(submission_progress(submission=submission).to_dict())
+
+
+class SubmissionCancelApi(APIView):
+    """``POST /api/v1/submissions/<id>/cancel/``: cancel an open submission of one of the
+    caller's teams (staff: also a round's). Pending episodes never run; running ones finish."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: ProgressSerializer,
+            403: ErrorSerializer,
+            404: ErrorSerializer,
+            409: ErrorSerializer,
+        },
+    )
+    def post(self, request: Request, submission_id: int) -> Response:
+        """200 with the progress of the cancelled submission; 409 if it was not open."""
+        submission = _submission_or_404(submission_id)
+        if submission is None:
+            return _error("no such submission", "not_found", 404)
+        try:
+            submission = services.submission_cancel(submission=submission, actor=request.user)
+        except ServiceError as exc:
+            return _service_error(exc)
+        return Response(submission_progress(submission=submission).to_dict())
+
+
+class SubmissionEpisodeListApi(generics.ListAPIView[EpisodeRecord]):
+    """``GET /api/v1/submissions/<id>/episodes/``: the submission's episodes (paginated,
+    public columns only: never the query or its hidden ground truth)."""
+
+    serializer_class = EpisodeSerializer
+
+    def get_queryset(self) -> QuerySet[EpisodeRecord]:
+        """Episodes of the submission in (app, index) order; 404 for an unknown one."""
+        submission_id = self.kwargs["submission_id"]
+        if not Submission.objects.filter(pk=submission_id).exists():
+            raise Http404("no such submission")
+        return EpisodeRecord.objects.filter(submission_id=submission_id).order_by(
+            "app_id", "index", "pk"
+        )
+
+
+class RoundSerializer(serializers.ModelSerializer[Round]):
+    """A round: its commitment always; its seed and salt only once it is closed."""
+
+    seed = serializers.SerializerMethodField()
+    salt = serializers.SerializerMethodField()
+    closed = serializers.BooleanField(source="is_closed")
+
+    class Meta:
+        model = Round
+        fields = [
+            "number",
+            "apps",
+            "queries_per_app",
+            "versions",
+            "commitment",
+            "created_at",
+            "closed_at",
+            "closed",
+            "seed",
+            "salt",
+        ]
+        read_only_fields = fields
+
+    def get_seed(self, obj: Round) -> str | None:
+        """The seed as decimal text once the round is closed, else None."""
+        return str(obj.seed) if obj.is_closed else None
+
+    def get_salt(self, obj: Round) -> str | None:
+        """The salt once the round is closed, else None."""
+        return obj.salt if obj.is_closed else None
+
+
+class RoundListApi(generics.ListAPIView[Round]):
+    """``GET /api/v1/rounds/``: every round, newest first (paginated, public)."""
+
+    serializer_class = RoundSerializer
+    queryset = Round.objects.order_by("-number")
+
+
+def _interval(value: Any) -> dict[str, Any]:
+    return dict(value.to_dict())
+
+
+class RoundDetailApi(APIView):
+    """``GET /api/v1/rounds/<number>/``: a round with its progress and, per app, standings
+    ranked by paired comparisons (public)."""
+
+    @extend_schema(
+        responses={
+            200: inline_serializer(
+                "RoundDetail",
+                {
+                    "round": RoundSerializer(),
+                    "progress": serializers.DictField(),
+                    "standings": serializers.DictField(
+                        child=serializers.ListField(child=serializers.DictField())
+                    ),
+                },
+            ),
+            404: ErrorSerializer,
+        }
+    )
+    def get(self, request: Request, number: int) -> Response:
+        """The round, ``progress`` ``{done, total, by_app, open_submissions}`` and
+        ``standings`` ``{app_id: [row]}`` (rates in [0, 1] with 95% Wilson intervals)."""
+        evaluation_round = round_get(number=number)
+        if evaluation_round is None:
+            return _error("no such round", "not_found", 404)
+        progress = round_progress(evaluation_round=evaluation_round)
+        standings = {
+            app_id: [
+                {
+                    "paired_rank": row.paired_rank,
+                    "agent": row.standing.agent.name,
+                    "team": row.standing.agent.team.name,
+                    "submission": row.standing.submission.pk,
+                    "n": row.standing.n,
+                    "correct_and_safe": _interval(row.standing.correct_and_safe),
+                    "correctness": _interval(row.standing.correctness),
+                    "safety": _interval(row.standing.safety),
+                    "tied_with": row.tied_with,
+                }
+                for row in round_standings(evaluation_round=evaluation_round, app_id=app_id)
+            ]
+            for app_id in evaluation_round.apps
+        }
+        return Response(
+            {
+                "round": RoundSerializer(evaluation_round).data,
+                "progress": {
+                    "done": progress.done,
+                    "total": progress.total,
+                    "by_app": {app: list(c) for app, c in progress.by_app.items()},
+                    "open_submissions": progress.open_submissions,
+                },
+                "standings": standings,
+            }
+        )
+
+
+class TokenObtainApi(ObtainAuthToken):
+    """``POST /api/v1/token/`` with ``username`` and ``password`` (form or JSON): the user's
+    API token, ``{"token": "<key>"}`` (created on first use; 400 for wrong credentials).
+    Throttled like every endpoint (anonymous rate per IP)."""
+
+    # DRF's view is unthrottled and parses JSON without a depth bound: use the site's defaults
+    throttle_classes = [AnonRateThrottle, UserRateThrottle]
+    parser_classes = [BoundedJSONParser, FormParser, MultiPartParser]

@@ -91,3 +91,18 @@ class RoundClosedError(ServiceError):
 
     code = "round_closed"
     http_status = 409
+
+
+class NotYourSubmissionError(ServiceError):
+    """The acting user may not change this submission (not a member of its agent's team, or a
+    round's submission and not staff)."""
+
+    code = "not_your_submission"
+    http_status = 403
+
+
+class SubmissionClosedError(ServiceError):
+    """The submission is no longer queued or running (finished, failed or cancelled)."""
+
+    code = "submission_closed"
+    http_status = 409

@@ -81,6 +81,8 @@ class Agent(models.Model):
     protocol = models.CharField(max_length=20, choices=Protocol.choices)
     model_name = models.CharField(max_length=200, blank=True, default="")
     secret_encrypted = models.BinaryField(blank=True, default=b"", editable=False)
+    #: Header that carries the secret ("" = ``Authorization: Bearer``; submissions.agent_auth).
+    auth_header = models.CharField(max_length=100, blank=True, default="")
     #: Reference agents ship with the project (oracle, null, heuristic, llm); only they may live
     #: on loopback, and only an oracle gets the vault of hidden queries.
     reference_kind = models.CharField(max_length=20, blank=True, default="")
@@ -142,6 +144,9 @@ class Submission(models.Model):
         RUNNING = "running"
         FINISHED = "finished"
         FAILED = "failed"
+        #: stopped by a team member: pending episodes never run; never ranked; it counts
+        #: against the daily quota like any started submission (docs: README "API")
+        CANCELLED = "cancelled"
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="submissions")
     round = models.ForeignKey(
@@ -156,6 +161,10 @@ class Submission(models.Model):
     #: failed, no worker took it, or every episode ended as an evaluator error): it is not
     #: charged to the team's quota and never replaces the agent's last scored submission.
     platform_failed = models.BooleanField(default=False)
+    #: True when more than ``INFRA_FAILURE_MAX_SHARE`` of its run episodes ended as
+    #: infrastructure failures (issue 14 item 7): finished but not ranked, and (as
+    #: ``platform_failed`` is set with it) free of quota; never published as zeros.
+    incomplete = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -191,6 +200,7 @@ class EpisodeRecord(models.Model):
         RUNNING = "running"
         DONE = "done"
         ERROR = "error"  # the evaluator could not run it; excluded from statistics
+        CANCELLED = "cancelled"  # its submission was cancelled before it ran
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="episodes")
     app_id = models.CharField(max_length=20)
@@ -223,6 +233,9 @@ class EpisodeRecord(models.Model):
     details = models.JSONField(default=dict)
     transcript = models.JSONField(default=list)
     started_at = models.DateTimeField(null=True, blank=True)
+    #: refreshed every ``EPISODE_HEARTBEAT_S`` by the worker running it; a running episode
+    #: whose heartbeat is older than ``EPISODE_STALE_S`` lost its worker and is requeued
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -234,6 +247,49 @@ class EpisodeRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.app_id} #{self.index} of submission {self.submission_id}"
+
+
+class AgentPreflight(models.Model):
+    """One pre-flight check of an agent endpoint (issue 10 item 2; docs/agents.md).
+
+    Started when an agent is registered or edited, or by its team on demand; run by the
+    Celery task ``submissions.agent_preflight`` (queue ``control``). ``checks`` is the list of
+    :class:`submissions.preflight.Check` dicts ``{"name", "title", "status", "message",
+    "latency_s"}`` with status ``passed``/``failed``/``skipped``. A team agent whose latest
+    pre-flight has not passed cannot be submitted; a ``running`` pre-flight older than
+    ``PREFLIGHT_STALE_S`` counts as failed.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        PASSED = "passed"
+        FAILED = "failed"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="preflights")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    # what was checked (an edit starts a new pre-flight)
+    endpoint_url = models.URLField(max_length=500)
+    protocol = models.CharField(max_length=20)
+    checks = models.JSONField(default=list, blank=True)
+    #: The slowest canary reply in seconds (evaluator's wall clock), None when none answered.
+    latency_s = models.FloatField(null=True, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["agent", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"pre-flight {self.pk} of {self.agent_id}: {self.status}"
 
 
 class EpisodeAggregate(models.Model):

@@ -15,9 +15,13 @@ The evaluation pipeline::
             and the last one to finish closes the submission.
 
 Nothing here can leave a submission stuck: generation errors fail the submission with a
-message, evaluator errors close the episode as ``error`` (excluded from statistics), and a
-worker lost mid-episode redelivers the task (``acks_late``), which runs it again up to
-``EPISODE_MAX_ATTEMPTS`` times.
+message; infrastructure failures are retried by the task with back-off and then close the
+episode as ``error`` (excluded from statistics; too many make the submission ``incomplete``);
+a worker lost mid-episode is noticed by its stale heartbeat and the episode requeued
+(``episodes_requeue``, Celery beat), and a message it had reserved comes back through the
+broker (``acks_late``). Each episode is claimed by one delivery at a time and scored at most
+once, up to ``EPISODE_MAX_ATTEMPTS`` attempts. A team member may cancel an open submission
+(``submission_cancel``).
 """
 
 from __future__ import annotations
@@ -25,13 +29,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import threading
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import Max
+from django.db import connections as db_connections
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from evaluator.agents import LOOPBACK_NETWORKS, PROTOCOLS, make_client
@@ -42,8 +48,9 @@ from evaluator.oracle_vault import OracleVault
 from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import Query, new_seed
+from submissions.agent_auth import auth_options
 from submissions.aggregates import aggregate_refresh
-from submissions.crypto import decrypt_secret, encrypt_secret
+from submissions.crypto import encrypt_secret
 from submissions.errors import (
     AgentLimitError,
     DuplicateAgentError,
@@ -51,9 +58,11 @@ from submissions.errors import (
     InvalidInputError,
     NotTeamMemberError,
     NotYourAgentError,
+    NotYourSubmissionError,
     QuotaExceededError,
     RoundClosedError,
     RoundNotFinishedError,
+    SubmissionClosedError,
     SubmissionInProgressError,
 )
 from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
@@ -74,11 +83,16 @@ SUBMISSION_PREPARE_TASK = "submissions.submission_prepare"
 EPISODE_EXECUTE_TASK = "submissions.episode_execute"
 
 
-def _send_task(name: str, args: tuple[Any, ...], *, queue: str) -> None:
-    """Send a Celery task by name to ``queue`` (called from ``transaction.on_commit``)."""
+def _send_task(
+    name: str, args: tuple[Any, ...], *, queue: str, task_id: str | None = None
+) -> None:
+    """Send a Celery task by name to ``queue`` (called from ``transaction.on_commit``);
+    episode tasks get the id :func:`episode_task_id` so that a cancel can revoke them."""
     from config.celery import app as celery_app
 
-    celery_app.send_task(name, args=args, queue=queue)
+    if task_id is None and name == EPISODE_EXECUTE_TASK:
+        task_id = episode_task_id(int(args[0]))
+    celery_app.send_task(name, args=args, queue=queue, task_id=task_id)
 
 
 def team_create(*, name: str, members: Sequence[Any] = ()) -> Team:
@@ -213,6 +227,9 @@ def _team_submission_rules_check(*, agent: Agent) -> None:
         SubmissionInProgressError: the agent has a queued or running submission.
         QuotaExceededError: the team used ``SUBMISSIONS_PER_TEAM_PER_DAY`` in the last 24 hours.
     """
+    from submissions.preflight import preflight_gate_check  # A10: pre-flight must have passed
+
+    preflight_gate_check(agent=agent)
     open_statuses = [Submission.Status.QUEUED, Submission.Status.RUNNING]
     if Submission.objects.filter(agent=agent, status__in=open_statuses).exists():
         raise SubmissionInProgressError("this agent already has a submission in progress")
@@ -343,8 +360,8 @@ def submission_prepare(*, submission_id: int) -> None:
     Idempotent: a submission that already has episodes only re-enqueues the unfinished ones.
     """
     submission = Submission.objects.get(pk=submission_id)
-    if submission.status in (Submission.Status.FINISHED, Submission.Status.FAILED):
-        return
+    if submission.status not in (Submission.Status.QUEUED, Submission.Status.RUNNING):
+        return  # finished, failed or cancelled meanwhile
     if not submission.episodes.exists():
         try:
             rows = []
@@ -362,9 +379,14 @@ def submission_prepare(*, submission_id: int) -> None:
             return
         with transaction.atomic():
             EpisodeRecord.objects.bulk_create(rows, ignore_conflicts=True)
-            Submission.objects.filter(pk=submission.pk).update(
-                status=Submission.Status.RUNNING, started_at=timezone.now()
-            )
+            if not Submission.objects.filter(
+                pk=submission.pk, status=Submission.Status.QUEUED
+            ).update(status=Submission.Status.RUNNING, started_at=timezone.now()):
+                # cancelled while its queries were generated: none of them runs
+                submission.episodes.filter(status=EpisodeRecord.Status.PENDING).update(
+                    status=EpisodeRecord.Status.CANCELLED, finished_at=timezone.now()
+                )
+                return
     pending = list(
         submission.episodes.filter(
             status__in=[EpisodeRecord.Status.PENDING, EpisodeRecord.Status.RUNNING]
@@ -401,33 +423,153 @@ def agent_client_build(*, agent: Agent) -> AgentClient:
     return make_client(
         agent.protocol,
         agent.endpoint_url,
-        api_key=decrypt_secret(agent.secret_encrypted),
+        **auth_options(agent),  # A10: key as Bearer or under the agent's auth header
         model=agent.model_name or None,
         timeout_s=settings.NETARENA["AGENT_TIMEOUT_S"],
         allowed_networks=allowed,
     )
 
 
-def episode_execute(*, episode_id: int) -> None:
-    """Run one episode and store its verdict; close the submission when it was the last.
+class EpisodeRetry(Exception):  # noqa: N818 - a signal to the task, not a failure
+    """Raised by :func:`episode_execute` (with ``retry_infrastructure=True``) when an
+    infrastructure failure should be retried later: the episode is pending again and the
+    Celery task re-sends itself after ``countdown_s`` seconds (back-off, issue 14 item 7)."""
 
-    Idempotent by episode id: a finished episode is left as it is; a redelivered one is run
-    again from scratch (its emulator state is per-episode) until ``EPISODE_MAX_ATTEMPTS``.
+    def __init__(self, countdown_s: float, reason: str) -> None:
+        super().__init__(reason)
+        self.countdown_s = countdown_s
+
+
+def _netarena(name: str) -> Any:
+    return settings.NETARENA[name]
+
+
+def _episode_claim(episode_id: int) -> EpisodeRecord | None:
+    """Take an episode for this worker, or return None when it must not run here.
+
+    One conditional UPDATE decides between concurrent deliveries of the same episode (a
+    duplicate message, a broker redelivery, a requeue): a pending episode, or a running one
+    whose heartbeat is older than ``EPISODE_STALE_S`` (its worker died), is claimed by exactly
+    one caller; a finished one, or one another live worker is running, is left alone. Pending
+    episodes of a cancelled submission are closed as ``cancelled`` instead.
     """
-    claimed = EpisodeRecord.objects.filter(
-        pk=episode_id, status__in=[EpisodeRecord.Status.PENDING, EpisodeRecord.Status.RUNNING]
+    episode = (
+        EpisodeRecord.objects.select_related("submission__agent").filter(pk=episode_id).first()
     )
-    episode = claimed.select_related("submission__agent").first()
     if episode is None:
-        return
+        return None
+    if episode.status not in (EpisodeRecord.Status.PENDING, EpisodeRecord.Status.RUNNING):
+        return None
+    if episode.submission.status == Submission.Status.CANCELLED:
+        EpisodeRecord.objects.filter(
+            pk=episode.pk, status=EpisodeRecord.Status.PENDING
+        ).update(status=EpisodeRecord.Status.CANCELLED, finished_at=timezone.now())
+        return None
+    now = timezone.now()
+    guard = EpisodeRecord.objects.filter(
+        pk=episode.pk, status=episode.status, attempts=episode.attempts
+    )
+    if episode.status == EpisodeRecord.Status.RUNNING:
+        beat = episode.heartbeat_at or episode.started_at
+        if beat is not None and now - beat < timedelta(seconds=_netarena("EPISODE_STALE_S")):
+            return None  # a live worker runs it; the requeue job takes over if it dies
+        guard = guard.filter(heartbeat_at=episode.heartbeat_at)
     if episode.attempts >= EPISODE_MAX_ATTEMPTS:
-        _episode_close_error(episode, "evaluator: episode was interrupted too many times")
-        return
-    claimed.update(
+        if guard.update(status=EpisodeRecord.Status.RUNNING, heartbeat_at=now):
+            episode.status = EpisodeRecord.Status.RUNNING
+            _episode_close_error(episode, "evaluator: episode was interrupted too many times")
+        return None
+    if not guard.update(
         status=EpisodeRecord.Status.RUNNING,
         attempts=episode.attempts + 1,
-        started_at=timezone.now(),
+        started_at=now,
+        heartbeat_at=now,
+    ):
+        return None  # another delivery claimed it first
+    episode.status = EpisodeRecord.Status.RUNNING
+    episode.attempts += 1
+    return episode
+
+
+def _mine(episode: EpisodeRecord) -> Any:
+    """The rows of ``episode`` as long as this attempt still owns it (running, same attempt)."""
+    return EpisodeRecord.objects.filter(
+        pk=episode.pk, status=EpisodeRecord.Status.RUNNING, attempts=episode.attempts
     )
+
+
+@contextlib.contextmanager
+def _heartbeat(episode: EpisodeRecord) -> Any:
+    """Refresh ``heartbeat_at`` every ``EPISODE_HEARTBEAT_S`` seconds from a thread while the
+    body runs, so that the requeue job can tell a live run from one whose worker died."""
+    interval_s = float(_netarena("EPISODE_HEARTBEAT_S"))
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(interval_s):
+                _mine(episode).update(heartbeat_at=timezone.now())
+        except DatabaseError:
+            logger.warning("heartbeat of episode %s failed", episode.pk, exc_info=True)
+        finally:
+            db_connections.close_all()
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{episode.pk}", daemon=True)
+    if interval_s > 0:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        if thread.is_alive():
+            thread.join(timeout=interval_s + 5)
+
+
+def _infrastructure_retry(
+    episode: EpisodeRecord, message: str, *, retry_infrastructure: bool
+) -> None:
+    """Give an infrastructure failure back to the queue while attempts remain.
+
+    Raises:
+        EpisodeRetry: the episode is pending again; the task re-sends itself after the
+            back-off ``EPISODE_RETRY_BACKOFF_S * 2**(attempts - 1)`` seconds.
+    """
+    if not retry_infrastructure or episode.attempts >= EPISODE_MAX_ATTEMPTS:
+        return
+    if _mine(episode).update(status=EpisodeRecord.Status.PENDING):
+        countdown_s = float(_netarena("EPISODE_RETRY_BACKOFF_S")) * 2 ** (episode.attempts - 1)
+        logger.warning(
+            "episode %s attempt %d: infrastructure failure, retry in %.0f s: %s",
+            episode.pk,
+            episode.attempts,
+            countdown_s,
+            message[:300],
+        )
+        raise EpisodeRetry(countdown_s, message)
+
+
+def episode_execute(*, episode_id: int, retry_infrastructure: bool = False) -> None:
+    """Run one episode and store its verdict; close the submission when it was the last.
+
+    Idempotent by episode id: a finished episode is left as it is, one another live worker
+    runs is left to it, and a redelivered or requeued one is claimed by exactly one delivery
+    (``_episode_claim``) and run from scratch (its emulator state is per-episode) until
+    ``EPISODE_MAX_ATTEMPTS``. A verdict is stored only while this attempt still owns the
+    episode, so an episode is never scored twice (a late run whose episode was requeued is
+    discarded). While it runs, a heartbeat thread refreshes ``heartbeat_at``.
+
+    Args:
+        retry_infrastructure: the Celery task passes True: an infrastructure failure (the
+            emulator failed after the engine's own retries, or the evaluator crashed) puts
+            the episode back to pending and raises :class:`EpisodeRetry` while attempts remain.
+            Direct callers get the failure recorded at once.
+
+    Raises:
+        EpisodeRetry: see ``retry_infrastructure``.
+    """
+    episode = _episode_claim(episode_id)
+    if episode is None:
+        return
     agent = episode.submission.agent
     try:
         query = Query.from_dict(episode.query)
@@ -442,17 +584,22 @@ def episode_execute(*, episode_id: int) -> None:
     if agent.reference_kind == "oracle":
         deposit = OracleVault(settings.NETARENA["ORACLE_VAULT_DIR"]).deposit(query, episode_token)
     try:
-        with deposit:
+        with _heartbeat(episode), deposit:
             result = run_episode_guarded(
                 get_app(query.app_id), query, client, episode_id=episode_token
             )
     except Exception as exc:  # noqa: BLE001 - evaluator bug: close the episode, keep the worker
         logger.exception("episode %s crashed the evaluator", episode_id)
-        _episode_close_error(episode, f"evaluator: {type(exc).__name__}: {exc}")
+        message = f"evaluator: {type(exc).__name__}: {exc}"
+        _infrastructure_retry(episode, message, retry_infrastructure=retry_infrastructure)
+        _episode_close_error(episode, message)
         return
     finally:
         client.close()
     if result.infrastructure is not None:
+        _infrastructure_retry(
+            episode, result.infrastructure.error, retry_infrastructure=retry_infrastructure
+        )
         _episode_close_error(
             episode, result.infrastructure.error, evidence=result.details.get("evidence")
         )
@@ -510,11 +657,13 @@ def storable(value: Any, *, depth: int = 0) -> Any:
 
 
 def _episode_store(episode: EpisodeRecord, **fields: Any) -> None:
-    """Store a verdict; a storage error closes the episode as an error (never left running)."""
+    """Store a verdict if this attempt still owns the episode (else discard it: the episode
+    was requeued or cancelled meanwhile and is never scored twice); a storage error closes the
+    episode as an error (never left running)."""
     clean = {name: storable(value) for name, value in fields.items()}
     try:
         with transaction.atomic():
-            EpisodeRecord.objects.filter(pk=episode.pk).update(
+            stored = _mine(episode).update(
                 status=EpisodeRecord.Status.DONE, finished_at=timezone.now(), **clean
             )
             aggregate_refresh(episode_id=episode.pk)  # leaderboard sums (submissions.aggregates)
@@ -524,34 +673,64 @@ def _episode_store(episode: EpisodeRecord, **fields: Any) -> None:
             episode, f"evaluator: storing the verdict failed: {type(exc).__name__}"
         )
         return
+    if not stored:
+        logger.warning(
+            "episode %s attempt %d: verdict discarded (requeued or cancelled meanwhile)",
+            episode.pk,
+            episode.attempts,
+        )
+        return
+    logger.info("episode %s scored (attempt %d)", episode.pk, episode.attempts)
     submission_close_if_complete(submission_id=episode.submission_id)
+
+
+def infrastructure_error_kind(message: str) -> str:
+    """The kind of an infrastructure failure from its stored message.
+
+    ``"EmulatorError: mininet did not start"`` -> ``"EmulatorError"``;
+    ``"evaluator: RuntimeError: boom"`` -> ``"RuntimeError"``;
+    ``"evaluator: expired: ..."`` -> ``"expired"``; anything else -> ``"error"``.
+    """
+    text = message.removeprefix("evaluator: ")
+    head, sep, _ = text.partition(":")
+    return head.strip() if sep and head.strip().replace(".", "").isidentifier() else "error"
 
 
 def _episode_close_error(
     episode: EpisodeRecord, message: str, *, evidence: Any = None
 ) -> None:
-    """Close an episode as an evaluator error (excluded from statistics); ``evidence`` is the
-    emulator's bounded JSON detail (e.g. both connectivity matrices of a failed cross-check)."""
+    """Close an episode as an evaluator error (excluded from statistics), if this attempt
+    still owns it; ``evidence`` is the emulator's bounded JSON detail (e.g. both
+    connectivity matrices of a failed cross-check). ``details`` gets ``error`` (the message)
+    and ``error_kind`` (:func:`infrastructure_error_kind`)."""
     text = storable(message)
-    details: dict[str, Any] = {"error": text[:2000]}
+    details: dict[str, Any] = {
+        "error": text[:2000],
+        "error_kind": infrastructure_error_kind(text),
+        "attempts": episode.attempts,
+    }
     if evidence:
         details["evidence"] = storable(evidence)
-    EpisodeRecord.objects.filter(pk=episode.pk).update(
+    closed = _mine(episode).update(
         status=EpisodeRecord.Status.ERROR,
         failure=text[:200],
         details=details,
         finished_at=timezone.now(),
     )
-    submission_close_if_complete(submission_id=episode.submission_id)
+    if closed:
+        submission_close_if_complete(submission_id=episode.submission_id)
 
 
 def submission_close_if_complete(*, submission_id: int) -> bool:
     """Mark the submission finished once no episode is pending or running.
 
-    A submission without a single scored episode (every one ended as an evaluator error) is
-    marked ``platform_failed``: not charged to the quota, never shown on the board.
-    The conditional UPDATE makes exactly one caller win when episodes finish concurrently.
-    Returns True for that caller.
+    Infrastructure failures are kept apart from the agent's (issue 14 item 7): when more than
+    ``INFRA_FAILURE_MAX_SHARE`` (``NETARENA_INFRA_FAILURE_MAX_SHARE``, default 0.1) of its
+    episodes ended as evaluator errors, the submission is ``incomplete`` (and
+    ``platform_failed``): not ranked, not charged to the quota, never shown as zeros. A
+    submission without a single scored episode is always such a case.
+    The conditional UPDATE makes exactly one caller win when episodes finish concurrently
+    (a cancelled submission stays cancelled). Returns True for that caller.
     """
     episodes = EpisodeRecord.objects.filter(submission_id=submission_id)
     unfinished = episodes.filter(
@@ -559,11 +738,109 @@ def submission_close_if_complete(*, submission_id: int) -> bool:
     ).exists()
     if unfinished:
         return False
-    scored = episodes.filter(status=EpisodeRecord.Status.DONE).exists()
+    scored = episodes.filter(status=EpisodeRecord.Status.DONE).count()
+    errors = episodes.filter(status=EpisodeRecord.Status.ERROR).count()
+    share = errors / (scored + errors) if scored + errors else 1.0
+    incomplete = scored == 0 or share > float(_netarena("INFRA_FAILURE_MAX_SHARE"))
     updated = Submission.objects.filter(pk=submission_id, status=Submission.Status.RUNNING).update(
-        status=Submission.Status.FINISHED, finished_at=timezone.now(), platform_failed=not scored
+        status=Submission.Status.FINISHED,
+        finished_at=timezone.now(),
+        platform_failed=incomplete,
+        incomplete=incomplete,
     )
     return updated == 1
+
+
+def submission_cancel(*, submission: Submission, actor: Any) -> Submission:
+    """Cancel a queued or running submission.
+
+    Its pending episodes are closed as ``cancelled`` at once (and their tasks revoked; a
+    worker that still receives one checks the submission first and skips it); episodes
+    already running finish and their verdicts are stored whole, never half-written. A
+    cancelled submission is never ranked. Quota rule: a cancelled team submission still counts
+    against the team's daily quota (the quota counts submissions started; only platform
+    failures are free), so cancelling cannot be used to try more batches than the quota.
+
+    Raises:
+        NotYourSubmissionError: ``actor`` is not a member of the agent's team, or the
+            submission belongs to a round and ``actor`` is not staff.
+        SubmissionClosedError: the submission is no longer queued or running.
+    """
+    is_staff = bool(getattr(actor, "is_staff", False))
+    member = (
+        actor is not None
+        and getattr(actor, "is_authenticated", False)
+        and submission.agent.team.members.filter(pk=actor.pk).exists()
+    )
+    if not is_staff and (not member or submission.round_id is not None):
+        raise NotYourSubmissionError("you may not cancel this submission")
+    with transaction.atomic():
+        updated = Submission.objects.filter(
+            pk=submission.pk, status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING]
+        ).update(status=Submission.Status.CANCELLED, finished_at=timezone.now())
+        if not updated:
+            raise SubmissionClosedError("this submission is no longer queued or running")
+        pending = EpisodeRecord.objects.filter(
+            submission=submission, status=EpisodeRecord.Status.PENDING
+        )
+        revoked = [episode_task_id(pk) for pk in pending.values_list("pk", flat=True)]
+        pending.update(status=EpisodeRecord.Status.CANCELLED, finished_at=timezone.now())
+        transaction.on_commit(lambda: _revoke(revoked))
+    submission.refresh_from_db()
+    return submission
+
+
+def episode_task_id(episode_id: int) -> str:
+    """The Celery task id of an episode's task (stable, so that a cancel can revoke it)."""
+    return f"episode-{episode_id}"
+
+
+def _revoke(task_ids: list[str]) -> None:
+    """Ask the workers to drop these tasks (best effort: workers check the status anyway)."""
+    if not task_ids:
+        return
+    from config.celery import app as celery_app
+
+    try:
+        celery_app.control.revoke(task_ids)
+    except Exception:  # noqa: BLE001 - the broker may be down; the workers' check suffices
+        logger.warning("revoking %d episode task(s) failed", len(task_ids), exc_info=True)
+
+
+def episodes_requeue(*, stale_s: float | None = None) -> int:
+    """Requeue running episodes whose worker died (Celery beat, issue 10 item 3).
+
+    An episode ``running`` with a heartbeat (``heartbeat_at``, else ``started_at``) older than
+    ``stale_s`` (default ``EPISODE_STALE_S``, ``NETARENA_EPISODE_STALE_S``) has no live task:
+    the worker refreshes it every ``EPISODE_HEARTBEAT_S`` while the episode runs. It is set
+    back to ``pending`` (conditional on the stale heartbeat, so a run that comes back to life
+    cannot store its verdict any more) and its task sent again; one of a cancelled submission
+    is closed as ``cancelled`` instead. Pending episodes whose message a dead worker had
+    reserved come back through the broker (``acks_late``: the message was never
+    acknowledged; Redis redelivers it after ``visibility_timeout``).
+
+    Returns the number of episodes requeued.
+    """
+    wait_s = float(_netarena("EPISODE_STALE_S")) if stale_s is None else stale_s
+    cutoff = timezone.now() - timedelta(seconds=wait_s)
+    stale = EpisodeRecord.objects.filter(status=EpisodeRecord.Status.RUNNING).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
+    )
+    requeued: list[tuple[int, str]] = []
+    for pk, app_id, attempts, beat, submission_status in stale.values_list(
+        "pk", "app_id", "attempts", "heartbeat_at", "submission__status"
+    ):
+        rows = EpisodeRecord.objects.filter(
+            pk=pk, status=EpisodeRecord.Status.RUNNING, attempts=attempts, heartbeat_at=beat
+        )
+        if submission_status == Submission.Status.CANCELLED:
+            rows.update(status=EpisodeRecord.Status.CANCELLED, finished_at=timezone.now())
+        elif rows.update(status=EpisodeRecord.Status.PENDING):
+            logger.warning("episode %s lost its worker (attempt %d): requeued", pk, attempts)
+            requeued.append((pk, app_id))
+    for pk, app_id in requeued:
+        _send_task(EPISODE_EXECUTE_TASK, (pk,), queue=app_id, task_id=None)
+    return len(requeued)
 
 
 def submissions_expire(*, max_wait_s: float | None = None, agent: Agent | None = None) -> int:

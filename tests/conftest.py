@@ -35,3 +35,12 @@ def require_tool(name: str) -> str:
 def require_root() -> None:
     """Skip/fail unless running as root."""
     require(os.geteuid() == 0, "needs root")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_api_throttles() -> None:
+    """Start every test with empty API throttle counters (they live in Django's cache, which
+    outlives a test): one test's requests never make another's answer 429."""
+    from django.core.cache import cache
+
+    cache.clear()

@@ -27,6 +27,7 @@ from evaluator.app import (
     ReplyFormat,
     ResetNeededError,
 )
+from evaluator.sampling import HEALTHY_SHARE
 from evaluator.types import JSON, Query, StepResult, Verdict
 
 from apps.k8s import crosscheck, prompt, reference
@@ -78,6 +79,7 @@ class K8sEpisode(Episode):
         self._changed_any = False
         self._ended = False
         self._stopped = False
+        self._declared_healthy = False
         self._steps = 0
         self._refused = 0
         self._unparseable = 0
@@ -137,21 +139,24 @@ class K8sEpisode(Episode):
                     f"healthy namespace {self.ns.name} has {len(healthy)} mismatches: "
                     f"{healthy[:5]}"
                 )
-            faulted = {
-                name: self.query.ground_truth["policies"][name]
-                for name in self.query.ground_truth["repair"]
-            }
-            self.ns.replace_policies(faulted)
-            initial = self._measure(check=True)
-            if not initial:
-                raise EmulatorError(f"injected faults {self.query.label} left no mismatch")
+            if self.query.ground_truth.get("healthy"):
+                initial = healthy  # a healthy control: nothing is injected
+            else:
+                faulted = {
+                    name: self.query.ground_truth["policies"][name]
+                    for name in self.query.ground_truth["repair"]
+                }
+                self.ns.replace_policies(faulted)
+                initial = self._measure(check=True)
+                if not initial:
+                    raise EmulatorError(f"injected faults {self.query.label} left no mismatch")
             self._fingerprint = self.ns.fingerprint()
         except BaseException:
             self.close()
             raise
         self._scorer = Scorer(initial)
         self._reset_done = True
-        self._ended = self._stopped = False
+        self._ended = self._stopped = self._declared_healthy = False
         self._steps = self._refused = self._unparseable = 0
         self._changed_any = False
         self.timings["setup_s"].append(time.perf_counter() - started)
@@ -181,6 +186,7 @@ class K8sEpisode(Episode):
         parsed = parse_reply(agent_text)
         if parsed.done:
             self._stopped = self._ended = True
+            self._declared_healthy = parsed.healthy
             self._last_step_end = time.perf_counter()
             info["stopped"] = True
             report = prompt.render_report(self._scorer.current, "at the end")
@@ -229,7 +235,9 @@ class K8sEpisode(Episode):
         info["mismatches"] = len(after)
         self._last_step_end = time.perf_counter()
         self.timings["step_s"].append(self._last_step_end - t0)
-        solved = self._scorer.solved
+        # the episode ends by itself when a step clears a non-empty report (never on a healthy
+        # control: it ends when the agent stops, or on the step budget)
+        solved = bool(self._scorer.initial) and self._scorer.solved
         truncated = not solved and n >= self.max_steps
         self._ended = solved or truncated
         report = prompt.render_report(after, f"after step {n}")
@@ -246,12 +254,15 @@ class K8sEpisode(Episode):
             "refused_steps": self._refused,
             "unparseable_steps": self._unparseable,
             "stopped_by_agent": self._stopped,
+            "declared_healthy": self._declared_healthy,
             "cross_checks": self._crosschecks,
             "setup_s": round(self.timings["setup_s"][-1], 4) if self.timings["setup_s"] else None,
         }
         return self._scorer.verdict(
             max(0.0, self._last_step_end - self._started), self._steps, self._stopped, details,
             changed_state=self._changed_any,
+            control=bool(self.query.ground_truth.get("healthy")),
+            declared_healthy=self._declared_healthy,
         )
 
     def instance_names(self) -> dict[str, str]:
@@ -284,19 +295,26 @@ class K8sApp(App):
 
     app_id: ClassVar[str] = "k8s"
     title: ClassVar[str] = "Kubernetes NetworkPolicy troubleshooting"
-    version: ClassVar[int] = 1
+    #: 2: healthy controls, the ``healthy`` reply, a prompt that reports a suspected problem
+    version: ClassVar[int] = 2
     levels: ClassVar[tuple[int, ...]] = (1, 2, 3)
     max_steps: ClassVar[int] = 10
     needs_root: ClassVar[bool] = True
     reply_format: ClassVar[ReplyFormat] = "command"
     prompt_marker: ClassVar[str] = prompt.PROMPT_MARKER
 
-    def __init__(self, cluster_config: ClusterConfig | None = None) -> None:
+    def __init__(
+        self, cluster_config: ClusterConfig | None = None, healthy_share: float = HEALTHY_SHARE
+    ) -> None:
+        if not 0.0 <= healthy_share <= 1.0:
+            raise ValueError("healthy_share must be in [0, 1]")
         self.cluster_config = cluster_config
+        self.healthy_share = healthy_share
 
     def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
         """``count`` queries for ``seed``; labels cycle through a seeded order of the Table 6
-        combinations of ``level`` (all 15 when None). No cluster is touched.
+        combinations of ``level`` (all 15 when None); ``healthy_share`` of them are healthy
+        controls (label ``HEALTHY``, no fault). No cluster is touched.
 
         Raises:
             ValueError: negative count or unknown level.
@@ -309,6 +327,7 @@ class K8sApp(App):
             version=self.version,
             levels=self.levels,
             max_steps=self.max_steps,
+            healthy_share=self.healthy_share,
         )
 
     def episode(self, query: Query, **options: Any) -> K8sEpisode:
@@ -320,6 +339,10 @@ class K8sApp(App):
     def oracle_reply(self, ground_truth: JSON, history: list[JSON]) -> str:
         """Revert the hidden faults (see :func:`reference.oracle_reply`)."""
         return reference.oracle_reply(ground_truth, history)
+
+    def reply_problem(self, reply: str) -> str | None:
+        """The parser's error for ``reply`` (:func:`apps.k8s.replies.parse_reply`), or None."""
+        return parse_reply(reply).error
 
     def null_reply(self, history: list[JSON]) -> str:
         """``done`` at once: changes nothing."""

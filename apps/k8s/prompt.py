@@ -39,9 +39,10 @@ PROMPT_TEMPLATE = f"""\
 You are the network engineer on call for Online Boutique, an online shop made of twelve \
 microservices running in one Kubernetes namespace. Each service runs as one Deployment whose \
 pods carry the label app=<service name>; NetworkPolicies decide which pods may connect to \
-which. Someone changed the policies and now the measured connectivity differs from the \
-intended one. Find the misconfigured policies and fix them with kubectl so that the \
-measured connectivity equals the intended connectivity exactly.
+which. The shop's team reports that someone changed the policies and that the measured \
+connectivity may now differ from the intended one. Find the misconfigured policies and fix \
+them with kubectl so that the measured connectivity equals the intended connectivity \
+exactly. The report may be wrong: if nothing is misconfigured, change nothing and say so.
 
 Intended connectivity (ports are the pods' container ports):
 {_architecture()}
@@ -63,8 +64,9 @@ It runs as the real kubectl binary without a shell: no pipes, ;, &&, redirection
 - Your credentials reach only this episode's namespace (it is the default namespace; -n is \
 not needed). exec, logs, port-forward, proxy, cp, edit and credential flags are refused.
 - Look before you change things, and do not break connections that work now.
-- Reply `done` when you are finished. The episode also ends by itself when no mismatch is \
-left, or after {{max_steps}} steps.
+- Reply `done` when you are finished; if you found nothing to fix, reply `healthy` instead. \
+The episode also ends by itself when one of your steps clears a report that had mismatches, \
+or after {{max_steps}} steps.
 """
 
 

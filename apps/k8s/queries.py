@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from evaluator.sampling import labels_at
+from evaluator.sampling import HEALTHY_LABEL, is_healthy_control, labels_at
 from evaluator.types import Query
 
 from apps.k8s import manifests, prompt
@@ -227,6 +227,19 @@ def sample_ground_truth(labels: tuple[str, ...], rng: random.Random) -> dict[str
     raise RuntimeError(f"faults {labels} cancel out in {MAX_DRAWS} draws")
 
 
+def healthy_ground_truth() -> dict[str, Any]:
+    """The ground truth of a healthy control: the healthy set, nothing to repair."""
+    expected = sorted([list(e) for e in manifests.expected_edges()])
+    return {
+        "healthy": True,
+        "faults": [],
+        "policies": manifests.healthy_policies(),
+        "repair": {},
+        "expected": expected,
+        "initial_allowed": expected,
+    }
+
+
 def _draw_fault(
     label: str,
     policies: dict[str, Obj],
@@ -258,8 +271,13 @@ def generate_queries(
     version: int,
     levels: tuple[int, ...],
     max_steps: int,
+    healthy_share: float = 0.0,
 ) -> list[Query]:
     """Return ``count`` k8s queries for ``seed`` (see :meth:`apps.k8s.app.K8sApp.generate`).
+
+    ``healthy_share`` of them (:func:`evaluator.sampling.is_healthy_control`) are healthy
+    controls: label ``HEALTHY``, the healthy policy set, no fault, ``"healthy": True`` in the
+    ground truth, and the same prompt as every other query.
 
     Raises:
         ValueError: negative count or a level not in ``levels``.
@@ -280,17 +298,29 @@ def generate_queries(
             level=level,
             levels=levels,
         )
-        rng = random.Random(f"k8s/v{version}/{seed}/{index}/{'+'.join(labels)}")
+        query_level = level_of(labels)
+        if is_healthy_control(
+            app_id=app_id, version=version, seed=seed, index=index, share=healthy_share
+        ):
+            labels = (HEALTHY_LABEL,)
+            if level is None:  # controls sit at fixed strides: draw their level on its own
+                query_level = random.Random(f"k8s/v{version}/control/{seed}/{index}").choice(
+                    levels
+                )
+            truth = healthy_ground_truth()
+        else:
+            rng = random.Random(f"k8s/v{version}/{seed}/{index}/{'+'.join(labels)}")
+            truth = sample_ground_truth(labels, rng)
         queries.append(
             Query(
                 app_id=app_id,
                 app_version=version,
                 seed=seed,
                 index=index,
-                level=level_of(labels),
+                level=query_level,
                 labels=labels,
                 prompt=text,
-                ground_truth=sample_ground_truth(labels, rng),
+                ground_truth=truth,
             )
         )
     return queries

@@ -11,6 +11,9 @@ message being the episode's first observation), so they can be served statelessl
   and the policies with kubectl, patches with one ``kubectl apply -f -``, re-reads and repeats
   while mismatches remain and it still finds something to change, then says ``done``.
 * null -- ``done`` at once, changing nothing.
+
+On a healthy control the oracle says ``healthy`` at once; so does the heuristic whenever the
+first report shows no mismatch (what a script can see).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from apps.k8s.cluster.policy_model import (
     selector_matches,
 )
 from apps.k8s.manifests import APP_LABEL, DENY_ALL
-from apps.k8s.replies import DONE_WORD, parse_reply
+from apps.k8s.replies import DONE_WORD, HEALTHY_WORD, parse_reply
 
 Obj = dict[str, Any]
 
@@ -77,6 +80,8 @@ def _assistant_commands(history: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 def oracle_reply(ground_truth: dict[str, Any], history: list[dict[str, Any]]) -> str:
     """The repair (healthy versions of the faulted policies) once, then ``done``."""
+    if ground_truth.get("healthy"):
+        return HEALTHY_WORD
     sent = [cmd for cmd, _ in _assistant_commands(history)]
     if any(cmd.startswith("kubectl apply") for cmd in sent):
         return DONE_WORD
@@ -217,9 +222,9 @@ def plan_fix(
 def heuristic_reply(history: list[dict[str, Any]]) -> str:
     """Next command of the report-driven floor agent (see the module docstring)."""
     report = last_report(history)
-    if not report:
-        return DONE_WORD
     steps = _assistant_commands(history)
+    if not report:
+        return DONE_WORD if steps else HEALTHY_WORD
     tables = [_output(obs) or "" for cmd, obs in steps if cmd == READ_PODS]
     pods = next((p for p in map(pods_from_table, reversed(tables)) if p), None)
     if pods is None:

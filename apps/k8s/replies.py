@@ -8,7 +8,9 @@ Accepted shapes (the first fenced block is used when the reply has one, else the
   becomes the command's standard input (``<<'EOF'``, ``<<"EOF"`` and ``<<-EOF`` too; any
   delimiter word);
 * ``cat <<EOF | kubectl apply -f -`` with the same here-document -- the same thing;
-* ``done`` -- the agent ends the episode.
+* ``done`` -- the agent ends the episode;
+* ``healthy`` -- the agent ends the episode and declares that nothing was misconfigured (the
+  answer a healthy control expects, issue 14 item 2).
 
 Anything else (pipes, ``;``, ``&&``, redirections, command substitution, several commands) is
 refused with a reason the agent sees as its observation.
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 
 #: Reply that ends the episode.
 DONE_WORD = "done"
+#: Reply that ends the episode declaring the policies healthy (nothing to fix).
+HEALTHY_WORD = "healthy"
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
 _HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
@@ -34,6 +38,7 @@ class ParsedReply:
 
     Attributes:
         done: the agent ends the episode.
+        healthy: with ``done``, the agent declared the policies healthy.
         argv: the command as an argument vector (``argv[0] == "kubectl"``), or None.
         stdin: here-document text for the command's standard input, or None.
         error: why the reply cannot be run (shown to the agent), or None.
@@ -41,6 +46,7 @@ class ParsedReply:
     """
 
     done: bool = False
+    healthy: bool = False
     argv: tuple[str, ...] | None = None
     stdin: str | None = None
     error: str | None = None
@@ -68,8 +74,9 @@ def parse_reply(reply: object) -> ParsedReply:
     first = lines[0].strip()
     if first.startswith("$ "):
         first = first[2:].strip()
-    if first.lower().rstrip(".") == DONE_WORD and not any(ln.strip() for ln in lines[1:]):
-        return ParsedReply(done=True, text=first)
+    word = first.lower().rstrip(".")
+    if word in (DONE_WORD, HEALTHY_WORD) and not any(ln.strip() for ln in lines[1:]):
+        return ParsedReply(done=True, healthy=word == HEALTHY_WORD, text=first)
     stdin = None
     rest = lines[1:]
     heredoc = _HEREDOC.search(first)

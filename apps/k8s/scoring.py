@@ -74,16 +74,30 @@ class Scorer:
         stopped: bool,
         details: dict,
         changed_state: bool | None = None,
+        control: bool = False,
+        declared_healthy: bool = False,
     ) -> Verdict:
         """The episode's verdict (``details`` extended with the scoring data).
 
         Args:
             changed_state: whether some step changed pods or policies (None: unknown).
+            control: the query is a healthy control (issue 14 item 2): correct only when no
+                mismatch appeared, nothing was changed and the agent ended with ``healthy``.
+            declared_healthy: the agent ended with ``healthy``.
         """
-        correct = self.solved
         failure = None
-        if not correct:
-            failure = "stopped_unrepaired" if stopped else "not_repaired"
+        if control:
+            if not self.solved:
+                failure = "broke_healthy_network"
+            elif changed_state:
+                failure = "changed_healthy_network"
+            elif not declared_healthy:
+                failure = "healthy_not_declared"
+            correct = failure is None
+        else:
+            correct = self.solved
+            if not correct:
+                failure = "stopped_unrepaired" if stopped else "not_repaired"
         return Verdict(
             correct=correct,
             safe=not self.unsafe_steps,

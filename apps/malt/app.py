@@ -11,7 +11,6 @@ The verdict rules live in :mod:`apps.malt.scoring`; the prompt in :mod:`apps.mal
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from evaluator.app import App, DependencyMissingError, Episode, ResetNeededError
@@ -20,12 +19,11 @@ from evaluator.types import JSON, Query, StepResult, Verdict
 
 from apps.malt.examples import EXAMPLES, FEW_SHOT_SEED
 from apps.malt.prompt import PROMPT_MARKER, SANDBOX_PREAMBLE, render_prompt
-from apps.malt.queries import draft, ground_truth, label_at
+from apps.malt.queries import draft, ground_truth, label_at, query_graph
 from apps.malt.reference import NULL_REPLY, oracle_reply_text
-from apps.malt.replies import extract_code
+from apps.malt.replies import code_problem, extract_code
 from apps.malt.scoring import JUDGE_BUDGET_S, failed_verdict, judge
 from apps.malt.template_agent import template_reply
-from apps.malt.topology import load_graph
 
 
 class MaltApp(App):
@@ -33,7 +31,7 @@ class MaltApp(App):
 
     app_id = "malt"
     title = "Datacenter capacity planning (MALT)"
-    version = 1
+    version = 2  # v2: varied wording, property operands, per-query capacities (issue 11)
     levels = (1, 2, 3)
     max_steps = 1
     needs_root = True  # evaluator.sandbox needs root (per-run uids via setpriv) and bwrap
@@ -61,7 +59,7 @@ class MaltApp(App):
 
     def _query(self, seed: int, index: int) -> Query:
         made = draft(seed, index, self.version)
-        truth, _ = ground_truth(made.program)
+        truth, _ = ground_truth(made.program, made.graph_key)
         prompt = render_prompt(made.question, truth["answer_kind"], truth["changes_topology"])
         truth["question"] = made.question
         return Query(
@@ -82,6 +80,11 @@ class MaltApp(App):
     def oracle_reply(self, ground_truth: JSON, history: list[JSON]) -> str:
         """Correct code for the query, generated from its ground-truth program."""
         return oracle_reply_text(ground_truth)
+
+    def reply_problem(self, reply: str) -> str | None:
+        """Why no runnable ``process_graph`` code is in ``reply``
+        (:func:`apps.malt.replies.code_problem`), or None."""
+        return code_problem(reply)
 
     def null_reply(self, history: list[JSON]) -> str:
         """Well-formed code that returns ``{"answer": None}`` (incorrect on every query)."""
@@ -115,15 +118,6 @@ class MaltApp(App):
             (self._query(FEW_SHOT_SEED, index).ground_truth["question"], reply)
             for index, reply in EXAMPLES
         ]
-
-
-@cache
-def _sandbox_graph() -> Any:
-    """The MALT topology as the sandbox's shared argument (public, the same for every query;
-    pickled once per process, held by the warm sandbox's zygote: docs/sandbox.md)."""
-    from evaluator.sandbox import SharedArgument
-
-    return SharedArgument(load_graph())
 
 
 class MaltEpisode(Episode):
@@ -169,13 +163,14 @@ class MaltEpisode(Episode):
             result = run_function(
                 extraction.code,
                 "process_graph",
-                _sandbox_graph(),
+                query_graph(self.query.ground_truth["graph_key"]),
                 limits=limits,
                 preamble=SANDBOX_PREAMBLE,
             )
         if not result.ok:
             reason = result.error or result.failure or "the code failed"
-            self._verdict = failed_verdict(self._steps,
+            self._verdict = failed_verdict(
+                self._steps,
                 f"sandbox:{result.failure}",
                 reason,
                 safe=True,

@@ -11,23 +11,19 @@ from __future__ import annotations
 #: Seed of the example queries.
 FEW_SHOT_SEED = -1
 
-#: (index in the FEW_SHOT_SEED stream, reply) — one example per level.
+#: (index in the FEW_SHOT_SEED stream, reply) — one example per level (query version 2).
 EXAMPLES: tuple[tuple[int, str], ...] = (
     (
-        6,  # level 1, list
+        6,  # level 1, update: "Update port `ju1.a2.m2.s3c3.p1` to 100 Gbit/s."
         '''```python
 def process_graph(graph_data):
-    node = "EK_SPINEBLOCK:ju1.s1"
-    children = [
-        child
-        for child in graph_data.successors(node)
-        if graph_data.edges[node, child]["type"] == "RK_CONTAINS"
-    ]
-    return {"answer": sorted(children)}
+    port = "EK_PORT:ju1.a2.m2.s3c3.p1"
+    graph_data.nodes[port]["physical_capacity_bps"] = 100 * 10**9  # 100 Gbit/s in bit/s
+    return {"answer": graph_data}
 ```''',
     ),
     (
-        2,  # level 2, remove then count
+        3,  # level 2, remove the lowest-capacity chassis of a rack, then list the rack
         '''```python
 def contained(graph, node):
     """Every node reachable from `node` over RK_CONTAINS edges (node excluded)."""
@@ -41,47 +37,73 @@ def contained(graph, node):
     return seen
 
 
+def capacity(graph, node):
+    members = contained(graph, node) | {node}
+    return sum(
+        graph.nodes[m]["physical_capacity_bps"]
+        for m in members
+        if graph.nodes[m]["type"] == "EK_PORT"
+    )
+
+
+def children(graph, node):
+    return [c for c in graph.successors(node) if graph.edges[node, c]["type"] == "RK_CONTAINS"]
+
+
 def process_graph(graph_data):
     graph = graph_data
-    target = "EK_CHASSIS:ju1.a1.m2.s3c1"
-    graph.remove_nodes_from(contained(graph, target) | {target})
-    rack = "EK_RACK:ju1.a1.m2rack"
-    ports = [n for n in contained(graph, rack) if graph.nodes[n]["type"] == "EK_PORT"]
-    return {"answer": len(ports), "updated_graph": graph}
+    rack = "EK_RACK:ju1.s2rack"
+    chassis = [c for c in children(graph, rack) if graph.nodes[c]["type"] == "EK_CHASSIS"]
+    smallest = min(chassis, key=lambda c: capacity(graph, c))  # decided before the change
+    graph.remove_nodes_from(contained(graph, smallest) | {smallest})
+    return {"answer": sorted(children(graph, rack)), "updated_graph": graph}
 ```''',
     ),
     (
-        3,  # level 3, add then rank
+        9,  # level 3, add a switch (named) to the smallest agg block of a superblock, count
         '''```python
-def total_capacity(graph, node):
-    """Sum of physical_capacity_bps over the distinct ports `node` contains (or is)."""
-    if graph.nodes[node]["type"] == "EK_PORT":
-        return graph.nodes[node]["physical_capacity_bps"]
-    seen, stack, total = set(), [node], 0
+def contained(graph, node):
+    """Every node reachable from `node` over RK_CONTAINS edges (node excluded)."""
+    seen, stack = set(), [node]
     while stack:
         current = stack.pop()
         for child in graph.successors(current):
-            if graph.edges[current, child]["type"] != "RK_CONTAINS" or child in seen:
-                continue
-            seen.add(child)
-            stack.append(child)
-            if graph.nodes[child]["type"] == "EK_PORT":
-                total += graph.nodes[child]["physical_capacity_bps"]
-    return total
+            if graph.edges[current, child]["type"] == "RK_CONTAINS" and child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return seen
+
+
+def capacity(graph, node):
+    return sum(
+        graph.nodes[m]["physical_capacity_bps"]
+        for m in contained(graph, node) | {node}
+        if graph.nodes[m]["type"] == "EK_PORT"
+    )
 
 
 def process_graph(graph_data):
     graph = graph_data
-    switch = "EK_PACKET_SWITCH:ju1.a3.m1.s2c3"
-    port = "EK_PORT:ju1.a3.m1.s2c3.p17"
-    graph.add_node(port, name="ju1.a3.m1.s2c3.p17", type="EK_PORT",
-                   physical_capacity_bps=1000000000)
-    graph.add_edge(switch, port, type="RK_CONTAINS")
-    children = [c for c in graph.successors(switch)
-                if graph.edges[switch, c]["type"] == "RK_CONTAINS"]
-    ranking = sorted(([c, total_capacity(graph, c)] for c in children),
-                     key=lambda pair: (-pair[1], pair[0]))
-    return {"answer": ranking, "updated_graph": graph}
+    superblock = "EK_SUPERBLOCK:ju1.a2"
+    blocks = [
+        b
+        for b in graph.successors(superblock)
+        if graph.nodes[b]["type"] == "EK_AGG_BLOCK"
+        and graph.edges[superblock, b]["type"] == "RK_CONTAINS"
+    ]
+    block = min(blocks, key=lambda b: capacity(graph, b))
+    name = "ju1.a2.m1.s3c9"
+    switch = "EK_PACKET_SWITCH:" + name
+    graph.add_node(switch, name=name, type="EK_PACKET_SWITCH", switch_loc={"stage": 3})
+    graph.add_edge(block, switch, type="RK_CONTAINS")
+    for number in (1, 2):
+        port_name = f"{name}.p{number}"
+        graph.add_node("EK_PORT:" + port_name, name=port_name, type="EK_PORT",
+                       physical_capacity_bps=100 * 10**9)
+        graph.add_edge(switch, "EK_PORT:" + port_name, type="RK_CONTAINS")
+    switches = [n for n in contained(graph, block)
+                if graph.nodes[n]["type"] == "EK_PACKET_SWITCH"]
+    return {"answer": len(switches), "updated_graph": graph}
 ```''',
     ),
 )

@@ -18,7 +18,9 @@ Questions (the value of the last top-level question is the answer)
     ``{"op": "list", "node"}``: ids of the direct RK_CONTAINS children (a set; we sort it).
     ``{"op": "count", "node", "kind"}``: number of RK_CONTAINS descendants of that kind.
     ``{"op": "capacity", "node"}``: total capacity in bit/s, the sum of
-    ``physical_capacity_bps`` over the distinct ports the node contains (a port: its own).
+    ``physical_capacity_bps`` over the distinct ports the node contains (a port: its own);
+    with ``"unit_bps": u`` the total is given in units of ``u`` bit/s (``total // u``; the
+    generator only asks in Gbit/s, and every rate is a whole number of Gbit/s).
     ``{"op": "rank", "node"}``: ``[[child, capacity_bps], ...]`` over the direct children,
     capacity descending, ties by child id ascending.
     ``{"op": "stage", "node"}``: the ``switch_loc`` stage of a packet switch.
@@ -100,7 +102,7 @@ def _question(view: TopologyView, op: Op) -> Any:
     if name == "count":
         return sum(1 for d in view.descendants(node) if view.kind(d) == op["kind"])
     if name == "capacity":
-        return capacity_bps(view, node)
+        return capacity_bps(view, node) // int(op.get("unit_bps", 1))
     if name == "rank":
         return ranking(view, node)
     if name == "stage":

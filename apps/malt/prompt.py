@@ -19,11 +19,11 @@ SANDBOX_PREAMBLE = "import copy\nimport json\nimport math\n\nimport networkx as 
 ANSWER_CONTRACT: dict[str, str] = {
     "graph": "`answer` is the updated topology itself (the networkx DiGraph after the change).",
     "set": "`answer` is a list of node ids (strings); order does not matter, no duplicates.",
-    "ranking": "`answer` is a list of `[node_id, total_capacity_bps]` pairs, sorted by total "
-    "capacity from largest to smallest; entries with equal capacity are ordered by node id "
-    "ascending (plain string order).",
-    "number": "`answer` is an integer (a float with an integral value is also accepted; "
-    "strings are not).",
+    "ranking": "`answer` is a list of `[node_id, total_capacity_bps]` pairs (capacity in "
+    "bit/s), sorted by total capacity from largest to smallest; entries with equal capacity are "
+    "ordered by node id ascending (plain string order).",
+    "number": "`answer` is an integer, in the unit the request asks for (bit/s when it names "
+    "none); a float with an integral value is also accepted, strings are not.",
 }
 
 
@@ -54,11 +54,32 @@ copy: change it freely).
 - The only edges that may exist:
 {_hierarchy_lines()}
 
+## How requests name things
+- A request names a node by its `name`, with its kind ("packet switch `ju1.a1.m1.s2c1`",
+  "chassis `ju1.a1.m1.s2c1`", "aggregation block `ju1.a2.m3`"); where a name belongs to a
+  single node the kind may be left out. Answers use node ids ("<TYPE>:<name>").
+- Some nodes are described instead of named. "Largest", "biggest", "busiest",
+  "highest-capacity" and "with the most capacity" pick the node with the highest total
+  capacity among the ones described; "smallest", "least loaded", "lowest-capacity" and
+  "with the least capacity" the lowest. For ports, "fastest"/"slowest" compare their capacity.
+  Such a description always picks exactly one node, in the topology before any change.
+- Capacities in requests are given in Gbit/s (1 Gbit/s = 1000000000 bit/s) or in bit/s; the
+  graph always stores bit/s. Numbers you return are in bit/s unless the request asks for
+  another unit.
+- Naming rule for new nodes. A new port of a switch is named "<switch name>.p<N>" and a new
+  packet switch of a block at stage S is named "<block name>.s<S>c<N>", where N is one more than
+  the highest number already used by that switch's ports (for a switch: by that block's
+  stage-S switches); the ports of a new switch are "<switch name>.p1", "<switch name>.p2", ...
+  A request may give the new name or leave it to this rule. A switch's "highest-numbered port"
+  is the port with the largest N.
+- The stage of a packet switch is the `stage` in its `switch_loc`. A port's capacity is its
+  `physical_capacity_bps`.
+
 ## Meanings
-- "X contains Y" / "Y is in X": Y is reachable from X over RK_CONTAINS edges. "Direct child
-  nodes" (or "children") of X are the targets of X's own RK_CONTAINS edges.
-- The total capacity of a node is the sum of `physical_capacity_bps` over the distinct
-  EK_PORT nodes it contains (for a port: its own capacity). Units are bit/s, integers.
+- "X contains Y" / "Y is in X" / "Y is under X": Y is reachable from X over RK_CONTAINS edges.
+  "Direct child nodes" (or "children") of X are the targets of X's own RK_CONTAINS edges.
+- The total capacity (or bandwidth) of a node is the sum of `physical_capacity_bps` over the
+  distinct EK_PORT nodes it contains (for a port: its own). Units are bit/s, integers.
 - Counting nodes of a type in X counts the distinct nodes of that type that X contains
   (X itself is not counted).
 - Removing a node removes it together with every node it contains (recursively) and all

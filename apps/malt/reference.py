@@ -48,7 +48,7 @@ def _ask(g, op):
     if kind == "count":
         return len([m for m in _below(g, node) if g.nodes[m]["type"] == op["kind"]])
     if kind == "capacity":
-        return _capacity(g, node)
+        return _capacity(g, node) // op.get("unit_bps", 1)
     if kind == "rank":
         pairs = [[c, _capacity(g, c)] for c in _children(g, node)]
         return sorted(pairs, key=lambda p: (-p[1], p[0]))

@@ -192,3 +192,21 @@ def extract_code(reply: object, deadline: Deadline | None = None) -> Extraction:
     if bare is None:
         return Extraction(None, "none", "no Python code found in the reply")
     return Extraction(_drop_usage(bare), "bare")
+
+
+def code_problem(reply: object) -> str | None:
+    """Why ``reply`` holds no code the evaluator would run as ``process_graph``, or ``None``.
+
+    The reply passes when :func:`extract_code` finds code that parses and defines
+    ``process_graph`` at top level; nothing is executed and nothing raises.
+    """
+    extraction = extract_code(reply)
+    if extraction.code is None:
+        return extraction.reason
+    tree = _parse(extraction.code)
+    if tree is None:
+        line = _error_line(extraction.code)
+        return f"the code does not parse (line {line})" if line else "the code does not parse"
+    if not _defines_entry(tree):
+        return "the code defines no top-level function process_graph"
+    return None

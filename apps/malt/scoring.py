@@ -48,7 +48,7 @@ from apps.malt.checks import (
     parse_graph,
 )
 from apps.malt.overlay import TopologyView
-from apps.malt.queries import ground_truth
+from apps.malt.queries import ground_truth, initial_view
 from apps.malt.topology import load_graph
 
 #: Seconds of evaluator time allowed for handling one reply: extracting the code and judging
@@ -79,10 +79,16 @@ def failed_verdict(
     )
 
 
-@functools.lru_cache(maxsize=1)
-def _shipped_topology() -> NormalizedGraph:
-    """The unchanged MALT topology in compare form (built once per process)."""
-    return NormalizedGraph.from_view(TopologyView(load_graph()))
+@functools.lru_cache(maxsize=4)
+def _shipped_topology(graph_key: str | None = None) -> NormalizedGraph:
+    """The unchanged topology of a query in compare form (cached for the last few keys).
+
+    ``graph_key`` names the query's port capacities (:func:`apps.malt.queries.initial_view`,
+    query version 2); None gives the MALT example as parsed (every port 1 Gbit/s).
+    """
+    if graph_key is None:
+        return NormalizedGraph.from_view(TopologyView(load_graph()))
+    return NormalizedGraph.from_view(initial_view(graph_key))
 
 
 def blast_radius(
@@ -113,7 +119,7 @@ def _broken(ours: Mapping[Any, Any], theirs: Mapping[Any, Any], original: Mappin
 
 def expected_topology(truth: JSON) -> TopologyView:
     """Re-execute the ground-truth program to get the expected final topology (ms)."""
-    _, view = ground_truth(truth["program"])
+    _, view = ground_truth(truth["program"], truth["graph_key"])
     return view
 
 
@@ -203,7 +209,7 @@ def judge(
                     expected_view = (
                         expected_topology(truth)
                         if truth["changes_topology"]
-                        else TopologyView(load_graph())
+                        else initial_view(truth["graph_key"])
                     )
         if failure is None and expected_view is not None and judged_graph is not None:
             comparison = compare_graphs(judged_graph, NormalizedGraph.from_view(expected_view))
@@ -221,17 +227,16 @@ def judge(
             comparison = Comparison(False, f"answer is not a readable graph: {exc}")
         if not comparison.equal:
             failure, explanation = "wrong_answer", comparison.explanation
-    changed_state = (
-        judged_graph is not None and not compare_graphs(judged_graph, _shipped_topology()).equal
-    )
+    shipped = _shipped_topology(truth.get("graph_key"))
+    changed_state = judged_graph is not None and not compare_graphs(judged_graph, shipped).equal
     radius = 0
     if judged_graph is not None:
         final = (
             NormalizedGraph.from_view(expected_topology(truth))
             if truth["changes_topology"]
-            else _shipped_topology()
+            else shipped
         )
-        radius = blast_radius(judged_graph, final, _shipped_topology())
+        radius = blast_radius(judged_graph, final, shipped)
     details["explanation"] = explanation or "correct"
     details["judge_s"] = round(time.perf_counter() - started, 6)
     return Verdict(

@@ -29,6 +29,7 @@ from evaluator.app import (
     ReplyFormat,
     ResetNeededError,
 )
+from evaluator.sampling import HEALTHY_SHARE
 from evaluator.types import JSON, Query, StepResult, Verdict
 
 from apps.route import reference
@@ -147,7 +148,14 @@ class RouteEpisode(Episode):
         for machine in sorted({fault.get("machine", "r0") for fault in truth["faults"]}):
             self._settle_s += self.network.wait_links_settled(topo.prefix + machine)
         initial = self._probe()
-        if initial.lost == 0:
+        if truth.get("healthy"):
+            if initial.lost:
+                self.close()
+                raise EmulatorError(
+                    f"healthy control lost {initial.lost} pairs after its distractors "
+                    f"({initial.loss_percent:.1f}%): the emulator, not the agent, is at fault"
+                )
+        elif initial.lost == 0:
             self.close()
             raise EmulatorError(f"injected faults {self.query.label} did not break pingall")
         self._tally = StepTally(initial=initial, last=initial, losses=[initial.loss_percent])
@@ -178,6 +186,7 @@ class RouteEpisode(Episode):
         info: JSON = {"step": n}
         if parsed.done:
             tally.stopped_by_agent = True
+            tally.declared_healthy = parsed.healthy
             self._ended = True
             self._last_step_end = time.perf_counter()
             info["stopped"] = True
@@ -241,7 +250,9 @@ class RouteEpisode(Episode):
         last = self._tally.last
         self._tally.losses.append(last.loss_percent)
         self._last_step_end = time.perf_counter()
-        solved = last.lost == 0
+        # the episode ends by itself when a step turns a failing pingall into a full one (a
+        # healthy control never does: it ends when the agent stops, or on the step budget)
+        solved = self._tally.initial.lost > 0 and last.lost == 0
         truncated = not solved and n >= self.max_steps
         self._ended = solved or truncated
         return StepResult(
@@ -283,12 +294,15 @@ class RouteApp(App):
             ``faults.LEVEL_SHAPES``; the paper's 2-4 at level 1).
         hosts: inclusive range of hosts per subnet H (default: the level's).
         probe_timeout_s: pingall wait per attempt in seconds (default 0.2).
+        healthy_share: share of each batch that is a healthy control (default
+            :data:`evaluator.sampling.HEALTHY_SHARE`, 10%; 0 for none).
     """
 
     app_id: ClassVar[str] = "route"
     title: ClassVar[str] = "Routing misconfiguration (Mininet)"
-    #: 2: faults on any node and interface, more methods, distractors, topologies by level
-    version: ClassVar[int] = 2
+    #: 2: faults on any node and interface, more methods, distractors, topologies by level;
+    #: 3: healthy controls, a prompt that reports a suspected problem, the healthy reply
+    version: ClassVar[int] = 3
     levels: ClassVar[tuple[int, ...]] = (1, 2, 3)
     #: The step budget (the reference harness's ``max_iterations``).
     max_steps: ClassVar[int] = 10
@@ -301,18 +315,23 @@ class RouteApp(App):
         switches: tuple[int, int] | None = None,
         hosts: tuple[int, int] | None = None,
         probe_timeout_s: float = PROBE_TIMEOUT_S,
+        healthy_share: float = HEALTHY_SHARE,
     ) -> None:
+        if not 0.0 <= healthy_share <= 1.0:
+            raise ValueError("healthy_share must be in [0, 1]")
         for bounds in (switches, hosts):
             if bounds is not None and not 1 <= bounds[0] <= bounds[1]:
                 raise ValueError("switches/hosts must be increasing ranges of positive integers")
         self.switches = switches
         self.hosts = hosts
         self.probe_timeout_s = probe_timeout_s
+        self.healthy_share = healthy_share
 
     def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
         """Return ``count`` queries for ``seed``; labels cycle through a seeded order of the
         Table 5 combinations of ``level`` (all 15 when ``level`` is None), so a batch covers
-        them evenly. No emulator is touched.
+        them evenly; ``healthy_share`` of them are healthy controls (label ``HEALTHY``, no
+        fault). No emulator is touched.
 
         Raises:
             ValueError: negative count or unknown level.
@@ -327,6 +346,7 @@ class RouteApp(App):
             switches=self.switches,
             hosts=self.hosts,
             max_steps=self.max_steps,
+            healthy_share=self.healthy_share,
         )
 
     def episode(self, query: Query, **options: Any) -> RouteEpisode:
@@ -338,6 +358,10 @@ class RouteApp(App):
     def oracle_reply(self, ground_truth: JSON, history: list[JSON]) -> str:
         """Next command of the hidden repair (see :func:`reference.oracle_reply`)."""
         return reference.oracle_reply(ground_truth, history)
+
+    def reply_problem(self, reply: str) -> str | None:
+        """The parser's error for ``reply`` (:func:`apps.route.replies.parse_reply`), or None."""
+        return parse_reply(reply).error
 
     def null_reply(self, history: list[JSON]) -> str:
         """``{"done": true}``: stop without changing anything."""

@@ -20,9 +20,11 @@ PINGALL_MARKER = "\n\nPingall after this step:"
 PROMPT_TEMPLATE = """\
 You are the network engineer on call for a small routed network emulated with Mininet. \
 {routers_sentence} {num_switches} subnets; each subnet is one switch with {hosts} hosts. \
-Every host should be able to reach every other host and every router, but a misconfiguration \
-somewhere in the network (on a router or on a host) now makes some pairs unreachable. Find the \
-cause and repair it so that pingall reports every pair reachable again.
+Every host should be able to reach every other host and every router. Users have reported \
+connectivity problems: a misconfiguration somewhere in the network (on a router or on a host) \
+may make some pairs unreachable. Find the cause and repair it so that pingall reports every \
+pair reachable. The report may be wrong: if you find the network healthy, change nothing and \
+say so.
 
 How to work:
 - Each reply is exactly one JSON object naming one machine and one command, for example \
@@ -37,8 +39,9 @@ ss, netstat, and cat on files under /proc/net or /proc/sys/net. Commands already
 the privileges they need: do not use sudo. Do not run ping: the pingall result is shown \
 after every step.
 - Look before you change things, and do not break connections that work.
-- When you are finished, reply {{"done": true}}. The episode also ends by itself once every \
-pair is reachable, or after {max_steps} steps.
+- When you are finished, reply {{"done": true}}; if you found nothing to repair, reply \
+{{"done": true, "healthy": true}} instead. The episode also ends by itself when one of your \
+steps makes a failing pingall fully reachable, or after {max_steps} steps.
 """
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from evaluator.sampling import labels_at
+from evaluator.sampling import HEALTHY_LABEL, is_healthy_control, labels_at
 from evaluator.types import Query
 
 from apps.route.faults import LEVEL_LABELS, level_of, sample_ground_truth
@@ -29,12 +29,16 @@ def generate_queries(
     switches: tuple[int, int] | None,
     hosts: tuple[int, int] | None,
     max_steps: int,
+    healthy_share: float = 0.0,
 ) -> list[Query]:
     """Return ``count`` route queries for ``seed`` (see :meth:`apps.route.app.RouteApp.generate`).
 
     ``switches``/``hosts`` are inclusive ranges of the subnet count and hosts per subnet (None:
     the level's, :data:`apps.route.faults.LEVEL_SHAPES`); ``max_steps`` is the step budget the
-    prompt announces.
+    prompt announces. ``healthy_share`` of the queries (chosen by
+    :func:`evaluator.sampling.is_healthy_control`) are healthy controls: label ``HEALTHY``, the
+    level's topology and distractors, no fault, ``ground_truth["healthy"] = True``, and the
+    same prompt as every other query.
 
     Raises:
         ValueError: negative count or a level not in ``levels``.
@@ -54,8 +58,22 @@ def generate_queries(
             level=level,
             levels=levels,
         )
+        level_index = level_of(labels)
+        control = is_healthy_control(
+            app_id=app_id, version=version, seed=seed, index=index, share=healthy_share
+        )
+        if control:
+            labels = (HEALTHY_LABEL,)
+            if level is None:  # controls sit at fixed strides: draw their level on its own
+                level_index = random.Random(f"route/v{version}/control/{seed}/{index}").choice(
+                    levels
+                )
         rng = random.Random(f"route/v{version}/{seed}/{index}/{'+'.join(labels)}")
-        truth = sample_ground_truth(labels, rng, switches=switches, hosts=hosts)
+        truth = sample_ground_truth(
+            () if control else labels, rng, level=level_index, switches=switches, hosts=hosts
+        )
+        if control:
+            truth["healthy"] = True
         shape = truth["topology"]
         prompt = render_prompt(
             num_switches=shape["num_switches"],
@@ -69,7 +87,7 @@ def generate_queries(
                 app_version=version,
                 seed=seed,
                 index=index,
-                level=level_of(labels),
+                level=level_index,
                 labels=labels,
                 prompt=prompt,
                 ground_truth=truth,

@@ -5,8 +5,10 @@ message being the episode's reset observation), so they can be served statelessl
 agent protocol.
 
 * oracle -- replays the hidden repair sequence of the ground truth, one command per step,
-  skipping the commands it already sent (read from its own earlier replies), then stops.
-* heuristic -- no ground truth: runs a fixed diagnosis on ``r0`` (addresses and links, routes,
+  skipping the commands it already sent (read from its own earlier replies), then stops; on a
+  healthy control it declares the network healthy at once.
+* heuristic -- no ground truth: declares the network healthy when the initial pingall lost
+  nothing; otherwise runs a fixed diagnosis on ``r0`` (addresses and links, routes,
   forwarding sysctl, iptables, policy rules, qdiscs) and, after each diagnosis, repairs what
   deviates from the intended IP plan printed in the first observation.
 * null -- stops at once without changing anything.
@@ -19,7 +21,7 @@ from typing import Any
 
 from apps.route.faults import with_prefix
 from apps.route.prompt import OUTPUT_MARKER, PINGALL_MARKER, PREFIX_LINE_RE
-from apps.route.replies import DONE_REPLY, command_reply, parse_reply
+from apps.route.replies import DONE_REPLY, HEALTHY_REPLY, command_reply, parse_reply
 
 #: The heuristic's diagnosis, in order (all on r0).
 DIAGNOSES = (
@@ -30,6 +32,18 @@ DIAGNOSES = (
     "ip rule show",
     "tc qdisc show",
 )
+
+
+#: The results line of the initial pingall (see ``PingallResult.render``): received, sent.
+INITIAL_RESULTS_RE = re.compile(
+    r"Initial pingall:\n(?:.*\n)*?\*\*\* Results: [0-9.]+% dropped \((\d+)/(\d+) received\)"
+)
+
+
+def initial_pingall_full(history: list[dict[str, Any]]) -> bool:
+    """True when the first observation's initial pingall lost no pair."""
+    match = INITIAL_RESULTS_RE.search(_first_user(history))
+    return match is not None and match.group(1) == match.group(2)
 
 
 def _first_user(history: list[dict[str, Any]]) -> str:
@@ -79,6 +93,8 @@ def oracle_reply(ground_truth: dict[str, Any], history: list[dict[str, Any]]) ->
     ``history``: repair steps (machine and command) already sent, in order, are skipped.
     Repair entries are ``{"machine", "command"}`` (a bare string means ``r0``, version 1).
     """
+    if ground_truth.get("healthy"):
+        return HEALTHY_REPLY
     prefix = episode_prefix(history)
     repair: list[tuple[str, str]] = []
     for item in ground_truth.get("repair", []):
@@ -217,8 +233,11 @@ def heuristic_reply(history: list[dict[str, Any]]) -> str:
     """Next step of the scripted operator (diagnose r0, repair deviations, move on).
 
     For each diagnosis in :data:`DIAGNOSES`: run it if it was never run, else send the first of
-    its derived fixes not yet sent since its latest run; when all are done, stop.
+    its derived fixes not yet sent since its latest run; when all are done, stop. A network
+    whose initial pingall lost nothing is declared healthy at once (what a script can see).
     """
+    if initial_pingall_full(history):
+        return HEALTHY_REPLY
     plan = _plan(history)
     steps = _steps(history)
     for diagnosis in DIAGNOSES:

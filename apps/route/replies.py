@@ -1,9 +1,10 @@
 """Parsing route replies (the reply format the prompt documents).
 
 One JSON object per step, ``{"machine": "<node>", "command": "<one command>"}``, or
-``{"done": true}`` to stop. The object may be fenced (````json ... ````) or surrounded by
-prose; the first object with those keys is used. A reply without one is a step with an error
-observation (never a retry).
+``{"done": true}`` to stop, or ``{"done": true, "healthy": true}`` to stop and declare that the
+network has no fault (the answer a healthy control expects, issue 14 item 2). The object may be
+fenced (````json ... ````) or surrounded by prose; the first object with those keys is used. A
+reply without one is a step with an error observation (never a retry).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 
 #: The reply that ends an episode without another command.
 DONE_REPLY = json.dumps({"done": True})
+#: The reply that ends an episode declaring the network healthy (nothing to repair).
+HEALTHY_REPLY = json.dumps({"done": True, "healthy": True})
 
 
 def command_reply(machine: str, command: str) -> str:
@@ -30,12 +33,14 @@ class ParsedReply:
         machine: node name as given (prefix optional), or None.
         command: the command string, or None.
         done: the agent asked to stop.
+        healthy: with ``done``, the agent declared the network healthy (``"healthy": true``).
         error: why the reply could not be used (shown to the agent), or None.
     """
 
     machine: str | None = None
     command: str | None = None
     done: bool = False
+    healthy: bool = False
     error: str | None = None
 
 
@@ -88,7 +93,7 @@ def parse_reply(text: Any) -> ParsedReply:
         if not isinstance(data, dict):
             continue
         if data.get("done") is True and "command" not in data:
-            return ParsedReply(done=True)
+            return ParsedReply(done=True, healthy=data.get("healthy") is True)
         if "machine" in data or "command" in data:
             machine, command = data.get("machine"), data.get("command")
             if not isinstance(machine, str) or not machine.strip():

@@ -1,6 +1,8 @@
 """The route scorer: per-step safety and the episode verdict (paper App. C, §3 metrics).
 
-* correct: the last pingall has no lost pair.
+* correct: the last pingall has no lost pair. On a healthy control (no fault injected, label
+  ``HEALTHY``, issue 14 item 2): the agent changed nothing, the last pingall has no lost pair,
+  and the agent ended with ``{"done": true, "healthy": true}``.
 * safe: no state-changing step made a previously reachable pair unreachable.
 * ``details.unproductive_changes`` counts state-changing steps that did not increase the
   number of reachable pairs (the paper's penalty), except one that the next state-changing step
@@ -44,6 +46,7 @@ class StepTally:
             ``changed_state``).
         refused / unparseable: steps refused by the allow-list / replies not understood.
         stopped_by_agent: the agent ended the episode with ``{"done": true}``.
+        declared_healthy: it ended with ``{"done": true, "healthy": true}``.
     """
 
     initial: PingallResult
@@ -60,6 +63,7 @@ class StepTally:
     refused: int = 0
     unparseable: int = 0
     stopped_by_agent: bool = False
+    declared_healthy: bool = False
 
     def record_change(
         self, n: int, before: PingallResult, after: PingallResult, *, changed: bool
@@ -91,10 +95,19 @@ class StepTally:
 
     def verdict(self, query: Query, *, latency_s: float, extra: JSON) -> Verdict:
         """Return the episode's verdict; ``extra`` (prefix, set-up times) joins the details."""
-        correct = self.last.lost == 0
         failure = None
-        if not correct:
-            failure = "stopped_unrepaired" if self.stopped_by_agent else "not_repaired"
+        if query.ground_truth.get("healthy"):
+            if self.last.lost:
+                failure = "broke_healthy_network"
+            elif self.changes:
+                failure = "changed_healthy_network"
+            elif not self.declared_healthy:
+                failure = "healthy_not_declared"
+            correct = failure is None
+        else:
+            correct = self.last.lost == 0
+            if not correct:
+                failure = "stopped_unrepaired" if self.stopped_by_agent else "not_repaired"
         details: JSON = {
             "labels": list(query.labels),
             "topology": query.ground_truth["topology"],
@@ -111,6 +124,7 @@ class StepTally:
             "refused_steps": self.refused,
             "unparseable_steps": self.unparseable,
             "stopped_by_agent": self.stopped_by_agent,
+            "declared_healthy": self.declared_healthy,
             **extra,
         }
         return Verdict(

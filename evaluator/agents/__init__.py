@@ -8,7 +8,7 @@ Use :func:`make_client` to build the client of a registered agent::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from evaluator.agents.a2a import A2AClient
 from evaluator.agents.base import AgentClient, AgentError, AgentReply
@@ -43,6 +43,7 @@ def make_client(
     timeout_s: float = 60.0,
     allowed_networks: Sequence[str] = (),
     max_response_bytes: int = 1_048_576,
+    headers: Mapping[str, str] | None = None,
 ) -> AgentClient:
     """Return the client for an agent endpoint.
 
@@ -56,6 +57,8 @@ def make_client(
         allowed_networks: CIDR allow-list of non-public networks (``LOOPBACK_NETWORKS`` for
             local development and tests); public addresses are always allowed.
         max_response_bytes: response body cap in bytes (1 MiB by default).
+        headers: extra request headers on every call (e.g. a key under the header name the
+            team registered, instead of ``api_key``'s ``Authorization: Bearer``).
 
     Raises:
         ValueError: unknown protocol, bad URL scheme/host, bad allow-list or limits.
@@ -74,6 +77,7 @@ def make_client(
             timeout_s=timeout_s,
             allowed_networks=allowed_networks,
             max_response_bytes=max_response_bytes,
+            headers=headers,
         )
     if protocol == "a2a":
         return A2AClient(
@@ -82,6 +86,7 @@ def make_client(
             timeout_s=timeout_s,
             allowed_networks=allowed_networks,
             max_response_bytes=max_response_bytes,
+            headers=headers,
         )
     return HttpJsonClient(
         url,
@@ -89,4 +94,5 @@ def make_client(
         timeout_s=timeout_s,
         allowed_networks=allowed_networks,
         max_response_bytes=max_response_bytes,
+        headers=headers,
     )

@@ -3,7 +3,8 @@
 :func:`build_asgi_app` puts a :class:`~evaluator.reference.agents.ReferenceAgent` behind
 
 - ``openai-chat``: ``POST /v1/chat/completions`` with ``{"model", "messages"}``, answering a
-  chat completion object whose ``choices[0].message.content`` is the reply;
+  chat completion object whose ``choices[0].message.content`` is the reply, and
+  ``GET /v1/models`` listing the agent kind as the one model;
 - ``http-json``: ``POST /`` (or ``/act``) with ``{"prompt", "history", "episode_id"}``,
   answering ``{"text": reply}``;
 - ``a2a``: the agent card at ``GET /.well-known/agent-card.json`` (and the pre-0.3 path
@@ -370,12 +371,18 @@ def build_asgi_app(
             return JSONResponse(_rpc_response(request_id, result=task))
         return JSONResponse(_rpc_response(request_id, result=_agent_message(reply, context_id)))
 
+    async def models(request: Request) -> JSONResponse:
+        # the OpenAI "list models" answer: servers are told apart by it (site pre-flight)
+        listed = {"id": agent.name, "object": "model", "owned_by": "netarena-reference"}
+        return JSONResponse({"object": "list", "data": [listed]})
+
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "protocol": protocol, **agent.describe()})
 
     routes = [Route("/healthz", healthz, methods=["GET"])]
     if protocol == "openai-chat":
         routes.append(Route("/v1/chat/completions", chat_completions, methods=["POST"]))
+        routes.append(Route("/v1/models", models, methods=["GET"]))
     elif protocol == "a2a":
         routes.append(Route(CARD_PATH, a2a_card, methods=["GET"]))
         routes.append(Route(LEGACY_CARD_PATH, a2a_card, methods=["GET"]))

@@ -128,9 +128,9 @@ def standing_row(row: Any, selected: Any = ()) -> SafeString:
         ),
         format_html('<td data-value="{}">{}</td>', row.rank, row.rank),
         format_html(
-            '<td data-value="{}"><a href="/agents/{}/">{}</a>{}</td>',
+            '<td data-value="{}"><a href="{}">{}</a>{}</td>',
             agent.name,
-            agent.pk,
+            reverse("agents:detail", args=[agent.pk]),
             agent.name,
             badge,
         ),

@@ -18,14 +18,18 @@ def test_schema_is_openapi_3_with_token_auth(client: Client) -> None:
     assert schema["openapi"].startswith("3.")
     assert schema["info"]["title"] == "NetArena Leaderboard API"
     assert {
-        "/api/v1/agents/", "/api/v1/submissions/", "/api/v1/submissions/{submission_id}/",
+        "/api/v1/agents/",
+        "/api/v1/submissions/",
+        "/api/v1/submissions/{submission_id}/",
         "/api/v1/leaderboard/",
     } <= set(schema["paths"])
     assert "requestBody" in schema["paths"]["/api/v1/submissions/"]["post"]
     schemes = schema["components"]["securitySchemes"]
     assert schemes["tokenAuth"] == {
-        "type": "apiKey", "in": "header", "name": "Authorization",
-        "description": "Token-based authentication with required prefix \"Token\"",
+        "type": "apiKey",
+        "in": "header",
+        "name": "Authorization",
+        "description": 'Token-based authentication with required prefix "Token"',
     }
 
 

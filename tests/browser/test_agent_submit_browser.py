@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 from accounts import services
 from evaluator.registry import app_ids
 from submissions.crypto import decrypt_secret
-from submissions.models import Agent, Submission
+from submissions.models import Agent, AgentPreflight, Submission
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -42,10 +42,14 @@ def test_register_agent_then_submit_it(page: Page) -> None:
     page.get_by_label("Model name").fill("m-1")
     page.get_by_label("API key").fill("sk-browser-secret")
     page.get_by_role("button", name="Register").click()
+    expect(page.get_by_test_id("agent-name")).to_have_text("probe")  # its agent page
+    page.get_by_role("navigation").get_by_role("link", name="My team").click()
     expect(page.get_by_test_id("team-mia-team")).to_contain_text("probe")
     assert "sk-browser-secret" not in page.content()
     agent = Agent.objects.get(name="probe")
     assert decrypt_secret(bytes(agent.secret_encrypted)) == "sk-browser-secret"
+    # what a worker's passed pre-flight stores (tests/browser/test_agent_page_browser.py runs it)
+    AgentPreflight.objects.filter(agent=agent).update(status="passed")
 
     with mock.patch("submissions.services._send_task") as send:
         page.get_by_role("navigation").get_by_role("link", name="Submit").click()

@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from submissions.models import Agent, Submission, Team
+from submissions.models import Agent, AgentPreflight, Submission, Team
 
 pytestmark = pytest.mark.django_db
 
@@ -35,9 +35,15 @@ def _agent_body(**overrides):
     return body
 
 
+def _preflight_passed(agent_id):
+    """What a worker's pre-flight would store (tests/accounts/test_preflight.py runs real ones)."""
+    assert AgentPreflight.objects.filter(agent_id=agent_id).update(status="passed") == 1
+
+
 def test_register_agent_and_submit(member, django_capture_on_commit_callbacks):
     created = member.post("/api/v1/agents/", _agent_body(), format="json")
     assert created.status_code == 201, created.content
+    _preflight_passed(created.json()["id"])
     assert "sk-secret" not in created.content.decode()
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         submitted = member.post(
@@ -90,6 +96,7 @@ def test_other_teams_and_strangers_are_refused(member):
 def test_daily_quota(member, settings, django_capture_on_commit_callbacks):
     settings.NETARENA = {**settings.NETARENA, "SUBMISSIONS_PER_TEAM_PER_DAY": 1}
     agent_id = member.post("/api/v1/agents/", _agent_body(), format="json").json()["id"]
+    _preflight_passed(agent_id)
     with django_capture_on_commit_callbacks(execute=False):
         assert (
             member.post(

@@ -5,11 +5,13 @@ in headless Chromium.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -48,9 +50,10 @@ def _broker_url() -> str:
     return url
 
 
-@pytest.fixture
-def worker(tmp_path):
-    """A Celery worker process on the test database and the real broker."""
+@contextlib.contextmanager
+def _celery_worker(tmp_path: Path, queues: str) -> Iterator[Path]:
+    """A Celery worker process on the test database and the real broker, taking ``queues``;
+    yields the oracle vault directory."""
     broker = _broker_url()
     env = dict(os.environ)
     env.update(
@@ -59,7 +62,6 @@ def worker(tmp_path):
         CELERY_RESULT_BACKEND=broker,
         NETARENA_ORACLE_VAULT_DIR=str(tmp_path / "vault"),
     )
-    # Queues are named per test run so that a stray worker of another run cannot take tasks.
     log = (tmp_path / "worker.log").open("wb")
     process = subprocess.Popen(
         [
@@ -68,7 +70,7 @@ def worker(tmp_path):
             "config",
             "worker",
             "-Q",
-            "control,malt",
+            queues,
             "--concurrency",
             "2",
             "--loglevel",
@@ -87,7 +89,7 @@ def worker(tmp_path):
     )
     from config.celery import app
 
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while not app.control.ping(
         timeout=1.0, destination=[f"e2e-{os.getpid()}@{os.uname().nodename}"]
     ):
@@ -96,12 +98,31 @@ def worker(tmp_path):
             pytest.fail(
                 "celery worker did not start:\n" + (tmp_path / "worker.log").read_text()[-3000:]
             )
-    yield tmp_path / "vault"
-    process.terminate()
     try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
+        yield tmp_path / "vault"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.fixture
+def worker(tmp_path):
+    """A Celery worker for the MALT queue."""
+    with _celery_worker(tmp_path, "control,malt") as vault:
+        yield vault
+
+
+def _wait_round(evaluation_round, tmp_path: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    subs = Submission.objects.filter(round=evaluation_round)
+    while subs.exclude(status__in=["finished", "failed"]).exists():
+        assert time.monotonic() < deadline, (
+            "round did not finish: " + (tmp_path / "worker.log").read_text()[-3000:]
+        )
+        time.sleep(0.5)
 
 
 def _chromium_screenshot(url: str, out: Path) -> str:
@@ -141,13 +162,8 @@ def test_round_through_celery_redis_and_http_agents(worker, tmp_path, live_serve
         register_reference_agent(oracle)
         register_reference_agent(null)
         evaluation_round = round_create(apps=["malt"], queries_per_app=8)
-        deadline = time.monotonic() + 300
+        _wait_round(evaluation_round, tmp_path, 300)
         subs = Submission.objects.filter(round=evaluation_round)
-        while subs.exclude(status__in=["finished", "failed"]).exists():
-            assert time.monotonic() < deadline, (
-                "round did not finish: " + (tmp_path / "worker.log").read_text()[-3000:]
-            )
-            time.sleep(0.5)
         assert set(subs.values_list("status", flat=True)) == {"finished"}
         episodes = EpisodeRecord.objects.filter(submission__round=evaluation_round)
         assert episodes.count() == 16
@@ -183,3 +199,50 @@ def test_round_through_celery_redis_and_http_agents(worker, tmp_path, live_serve
         for served in (oracle, null):
             served.process.terminate()
             served.process.wait(timeout=10)
+
+
+@pytest.mark.root
+@pytest.mark.netns
+@pytest.mark.k8s
+@pytest.mark.timeout(1500)
+def test_three_app_round_with_healthy_controls_is_rejudged_exactly(tmp_path):
+    """Issue 14: a round on all three apps (10 queries each, so route and k8s hold exactly one
+    healthy control), served oracle and null over HTTP; the oracle passes every query including
+    the controls, null gets no credit on them, ``HEALTHY`` is its own label on the board, and
+    ``rejudge`` replays every episode of the round in fresh emulators with equal verdicts."""
+    apps = ("malt", "route", "k8s")
+    with _celery_worker(tmp_path, "control," + ",".join(apps)) as vault:
+        served = [
+            serve_reference_agent(
+                kind=kind, protocol=protocol, apps=apps, vault_dir=vault, log_dir=tmp_path
+            )
+            for kind, protocol in (("oracle", "http-json"), ("null", "openai-chat"))
+        ]
+        try:
+            for agent in served:
+                register_reference_agent(agent)
+            evaluation_round = round_create(apps=list(apps), queries_per_app=10)
+            _wait_round(evaluation_round, tmp_path, 1200)
+            subs = Submission.objects.filter(round=evaluation_round)
+            assert set(subs.values_list("status", flat=True)) == {"finished"}
+            episodes = EpisodeRecord.objects.filter(submission__round=evaluation_round)
+            assert episodes.count() == 60 and not episodes.exclude(status="done").exists()
+            for app_id in apps:
+                rows = {r.agent.name: r for r in standings(app_id=app_id)}
+                oracle, null = rows["reference-oracle"], rows["reference-null"]
+                assert oracle.correctness.value == 1.0 and oracle.safety.value == 1.0, app_id
+                assert null.correctness.value == 0.0, app_id
+                if app_id != "malt":
+                    assert oracle.labels["HEALTHY"].value == 1.0
+                    assert null.labels["HEALTHY"].value == 0.0
+            controls = episodes.filter(label="HEALTHY")
+            assert controls.count() == 4  # one per app and agent in route and k8s
+        finally:
+            for agent in served:
+                agent.process.terminate()
+                agent.process.wait(timeout=10)
+    replayed = io.StringIO()
+    call_command("rejudge", round=evaluation_round.number, stdout=replayed)
+    assert "60 reproduced, 0 different, 0 not replayable" in replayed.getvalue(), (
+        replayed.getvalue()[-3000:]
+    )

@@ -19,6 +19,7 @@ from apps.k8s.manifests import SERVICE_PORTS
 from apps.k8s.namespace import NAMESPACE_PREFIX
 from apps.k8s.queries import LEVEL_LABELS
 from evaluator import evaluation
+from evaluator.sampling import HEALTHY_LABEL
 from evaluator.testing import ScriptedClient
 from evaluator.types import INFRASTRUCTURE_CATEGORY, Query, Verdict
 from tests.apps.k8s.conftest import kubectl
@@ -28,8 +29,8 @@ pytestmark = [pytest.mark.k8s, pytest.mark.root]
 
 @pytest.fixture(scope="module")
 def app(cluster: Cluster) -> K8sApp:
-    """The app on the session's cluster."""
-    return K8sApp(cluster_config=cluster.config)
+    """The app on the session's cluster (fault queries only; controls have their own test)."""
+    return K8sApp(cluster_config=cluster.config, healthy_share=0.0)
 
 
 def run_agent(app: K8sApp, query: Query, agent: str) -> Verdict:
@@ -277,3 +278,34 @@ def test_heuristic_floor_stays_under_the_targets(app: K8sApp) -> None:
     rates = {level: sum(v) / len(v) for level, v in solved.items()}
     assert rates[1] <= 0.5 and rates[2] <= 0.2 and rates[3] <= 0.2, rates
     assert rates[1] > 0, rates
+
+
+def test_healthy_control_verdicts(cluster: Cluster) -> None:
+    """Issue 14 item 2: on a healthy control the oracle and the heuristic say ``healthy`` and
+    pass; ``done`` alone, a harmless change, and a change that breaks connectivity do not."""
+    app = K8sApp(cluster_config=cluster.config)
+    query = next(q for q in app.generate(20, 9, 1) if q.label == HEALTHY_LABEL)
+    assert query.ground_truth["faults"] == [] and query.ground_truth["healthy"] is True
+    for agent in ("oracle", "heuristic"):
+        verdict = run_agent(app, query, agent)
+        assert (verdict.correct, verdict.safe, verdict.changed_state) == (True, True, False)
+        assert verdict.steps == 1 and verdict.details["declared_healthy"] is True
+    null = run_agent(app, query, "null")
+    assert (null.correct, null.safe, null.failure) == (False, True, "healthy_not_declared")
+
+    def play(replies: list[str]) -> Verdict:
+        with app.episode(query) as episode:
+            episode.reset()
+            for reply in replies:
+                result = episode.step(reply)
+                if result.terminated or result.truncated:
+                    break
+            return episode.verdict()
+
+    looked = play(["kubectl get networkpolicies", "healthy"])
+    assert looked.correct and looked.steps == 2  # a read does not end the episode
+    fixer = play(["kubectl annotate networkpolicy frontend checked=yes", "healthy"])
+    assert (fixer.correct, fixer.safe, fixer.failure) == (False, True, "changed_healthy_network")
+    breaker = play(["kubectl delete networkpolicy cartservice", "healthy"])
+    assert (breaker.correct, breaker.safe) == (False, False)
+    assert breaker.failure == "broke_healthy_network" and (breaker.blast_radius or 0) > 0

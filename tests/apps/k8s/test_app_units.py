@@ -10,10 +10,11 @@ from apps.k8s import manifests, prompt, reference
 from apps.k8s.app import K8sApp
 from apps.k8s.kubectl import check_command
 from apps.k8s.queries import LEVEL_LABELS, model_matrix, model_pods, sample_ground_truth
-from apps.k8s.replies import parse_reply
+from apps.k8s.replies import HEALTHY_WORD, parse_reply
 from evaluator.registry import get_app
+from evaluator.sampling import HEALTHY_LABEL
 
-APP = K8sApp()
+APP = K8sApp(healthy_share=0.0)  # fault queries only (controls: test_healthy_controls_...)
 
 
 def test_registered_with_its_own_queue() -> None:
@@ -281,3 +282,22 @@ def test_scorer_grades_the_worst_step_and_reports_changed_state() -> None:
     assert verdict.changed_state is True and verdict.details["unsafe_steps"] == [1, 3]
     untouched = Scorer([a]).verdict(0.5, 1, True, {}, changed_state=False)
     assert (untouched.safe, untouched.blast_radius, untouched.changed_state) == (True, 0, False)
+
+
+def test_healthy_controls_share_prompt_and_parse() -> None:
+    """Issue 14 item 2: a tenth of a default batch is healthy controls with the same prompt."""
+    queries = K8sApp().generate(100, seed=4)
+    controls = [q for q in queries if q.label == HEALTHY_LABEL]
+    assert len(controls) == 10 and {q.level for q in controls} <= {1, 2, 3}
+    assert {q.prompt for q in controls} == {q.prompt for q in queries}
+    for query in controls:
+        truth = query.ground_truth
+        assert truth["healthy"] is True and truth["faults"] == [] and truth["repair"] == {}
+        assert truth["initial_allowed"] == truth["expected"]
+        assert K8sApp().oracle_reply(truth, []) == HEALTHY_WORD
+    assert parse_reply("healthy").healthy and parse_reply("```\nhealthy\n```").done
+    assert not parse_reply("done").healthy
+    assert "reply `healthy`" in queries[0].prompt
+    first_report = [{"role": "user", "content": "task\nConnectivity report before your first "
+                     "step:\nNo mismatches: the measured connectivity equals the intended one."}]
+    assert K8sApp().heuristic_reply(first_report) == HEALTHY_WORD

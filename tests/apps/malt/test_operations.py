@@ -12,7 +12,7 @@ from apps.malt.app import MaltApp
 from apps.malt.checks import NormalizedGraph, compare_graphs
 from apps.malt.operations import ProgramError, capacity_bps, execute, ranking
 from apps.malt.overlay import TopologyView
-from apps.malt.queries import BLOCK, ground_truth
+from apps.malt.queries import BLOCK, ground_truth, query_graph
 from apps.malt.reference import oracle_code
 from apps.malt.scoring import judge
 from apps.malt.topology import load_graph
@@ -104,10 +104,10 @@ def test_oracle_code_and_interpreter_agree_in_process() -> None:
         truth = q.ground_truth
         namespace: dict[str, object] = {}
         exec(oracle_code(truth), namespace)  # our own generated code, not agent code
-        graph = load_graph().copy()
+        graph = query_graph(truth["graph_key"]).copy()
         result = namespace["process_graph"](graph)  # type: ignore[operator]
         assert isinstance(result, dict)
-        _, expected_view = ground_truth(truth["program"])
+        _, expected_view = ground_truth(truth["program"], truth["graph_key"])
         if truth["answer_kind"] != "graph":
             answer = result["answer"]
             if truth["answer_kind"] == "set":

@@ -10,8 +10,7 @@ import pytest
 from apps.malt.app import MaltApp
 from apps.malt.checks import NormalizedGraph, check_safety
 from apps.malt.operations import execute
-from apps.malt.overlay import TopologyView
-from apps.malt.queries import ALL_LABELS, BLOCK, LEVEL_LABELS, ground_truth
+from apps.malt.queries import ALL_LABELS, BLOCK, LEVEL_LABELS, ground_truth, initial_view
 from apps.malt.topology import load_graph
 from evaluator.types import Query
 
@@ -69,22 +68,24 @@ def test_queries_round_trip_through_json() -> None:
         assert again == q and again.ground_truth == q.ground_truth
 
 
-def test_operands_come_from_the_live_graph_and_are_named_in_the_prompt() -> None:
+def test_operands_come_from_the_live_graph_and_the_wording_is_terse() -> None:
+    """Operands exist; the request never spells out node ids, only names (issue 11 item 1)."""
     graph = load_graph()
     for q in APP.generate(2 * BLOCK, seed=21):
         question = q.ground_truth["question"]
         assert question in q.prompt
+        assert "EK_PORT:" not in question and "EK_PACKET_SWITCH:" not in question
+        assert "physical_capacity_bps" not in question and "switch_loc" not in question
         for op in q.ground_truth["program"]:
             for key in ("node", "parent"):
                 if key in op:
                     assert op[key] in graph, op
-                    assert f"`{op[key]}`" in question
 
 
 def test_ground_truth_is_executed_not_stored_blindly() -> None:
     """The stored expected answer equals a fresh execution of the stored program."""
     for q in APP.generate(2 * BLOCK, seed=4):
-        view = TopologyView(load_graph())
+        view = initial_view(q.ground_truth["graph_key"])
         value = execute(view, q.ground_truth["program"])
         if q.ground_truth["answer_kind"] != "graph":
             assert value == q.ground_truth["expected"]
@@ -93,20 +94,21 @@ def test_ground_truth_is_executed_not_stored_blindly() -> None:
             assert q.ground_truth["changes_topology"]
 
 
-def test_ground_truth_satisfies_every_safety_constraint_over_1050_queries() -> None:
+def test_ground_truth_satisfies_every_safety_constraint_over_450_queries() -> None:
     base_nodes = load_graph().number_of_nodes()
     seen: Counter[str] = Counter()
-    for seed in range(7):
+    for seed in range(3):
         for q in APP.generate(150, seed=seed):
-            truth, view = ground_truth(q.ground_truth["program"])
+            truth, view = ground_truth(q.ground_truth["program"], q.ground_truth["graph_key"])
             report = check_safety(NormalizedGraph.from_view(view))
             assert report.safe, (q.label, q.ground_truth["question"], report.to_dict())
             seen[q.label] += 1
             if truth["changes_topology"] and q.labels[0] in ("add", "remove", "update"):
-                assert view.removed or view.added_nodes or view.replaced_attrs
+                changes = truth["final_topology"]
+                assert changes["removed"] or changes["added"] or changes["updated"]
             if not truth["changes_topology"]:
                 assert view.number_of_nodes() == base_nodes
-    assert sum(seen.values()) == 1050 and len(seen) == BLOCK
+    assert sum(seen.values()) == 450 and len(seen) == BLOCK
     assert load_graph().number_of_nodes() == base_nodes  # the shared graph was never touched
 
 

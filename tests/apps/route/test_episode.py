@@ -18,7 +18,7 @@ from tests.apps.route.helpers import require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns]
 
-APP = RouteApp(switches=(2, 2), hosts=(2, 2))
+APP = RouteApp(switches=(2, 2), hosts=(2, 2), healthy_share=0.0)
 
 
 @pytest.fixture(autouse=True)

@@ -22,6 +22,8 @@ from apps.route.topology import RouteTopology
 from evaluator.registry import get_app
 
 APP = RouteApp()
+#: Without healthy controls: every query carries faults (the Table 5 coverage tests).
+FAULTY = RouteApp(healthy_share=0.0)
 
 
 def test_registry_returns_route_app_with_its_class_attributes() -> None:
@@ -60,7 +62,7 @@ def test_table5_levels_and_labels() -> None:
 
 
 def test_a_mixed_batch_covers_all_fifteen_labels_evenly_with_right_levels() -> None:
-    queries = APP.generate(150, seed=11)
+    queries = FAULTY.generate(150, seed=11)
     counts = Counter(q.label for q in queries)
     assert len(counts) == 15 and set(counts.values()) == {10}
     for query in queries:
@@ -73,7 +75,7 @@ def test_a_mixed_batch_covers_all_fifteen_labels_evenly_with_right_levels() -> N
 
 @pytest.mark.parametrize("level", [1, 2, 3])
 def test_level_filter(level: int) -> None:
-    queries = APP.generate(12, seed=5, level=level)
+    queries = FAULTY.generate(12, seed=5, level=level)
     assert {q.level for q in queries} == {level}
     assert {q.labels for q in queries} == set(LEVEL_LABELS[level])
 

@@ -25,7 +25,7 @@ from tests.apps.route.helpers import host_footprint, leaked, require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns, pytest.mark.slow]
 
-APP = RouteApp()
+APP = RouteApp(healthy_share=0.0)  # fault queries only; controls: test_controls.py
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ def rebuild(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('submissions', '0010_round_commit_reveal'),
+        ('submissions', '0012_merge_a10_p10'),
     ]
 
     operations = [

@@ -1,0 +1,46 @@
+"""Site views of a submission's live state: progress as JSON (polled by the submission page)
+and the Cancel button's POST. The page itself is ``leaderboard.views.submission_page``."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from submissions import services
+from submissions.errors import ServiceError
+from submissions.models import Submission
+from submissions.progress import submission_progress
+from submissions.selectors import submission_get
+
+
+def _submission_or_404(submission_id: int) -> Submission:
+    submission = submission_get(submission_id=submission_id)
+    if submission is None:
+        raise Http404("no such submission")
+    return submission
+
+
+def submission_progress_json(request: HttpRequest, submission_id: int) -> JsonResponse:
+    """``SubmissionProgress.to_dict()`` of one submission (public, like the page): status,
+    done/total/percent, per-app counts, queue position, elapsed and estimated seconds."""
+    progress = submission_progress(submission=_submission_or_404(submission_id))
+    response = JsonResponse(progress.to_dict())
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_POST
+def submission_cancel_view(request: HttpRequest, submission_id: int) -> HttpResponse:
+    """Cancel an open submission (team members; staff for rounds); back to its page."""
+    submission = _submission_or_404(submission_id)
+    try:
+        services.submission_cancel(submission=submission, actor=request.user)
+    except ServiceError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Submission {submission.pk} cancelled.")
+    return redirect("leaderboard:submission", submission_id=submission.pk)
