@@ -439,3 +439,18 @@ def test_replay_draws_the_pingall_or_mismatch_evolution(
     assert body.count('data-testid="step"') == 2 and "unsafe" in body
     assert "ip route add 10.0.2.0/24" in body and "Step 2 output" in body
     assert "secret-expected-value" not in body  # text details: owner team and staff only
+
+
+def test_rebuild_aggregates_command_restores_deleted_rows(board):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    before = _aggregate_table()
+    EpisodeAggregate.objects.all().delete()
+    assert standings(app_id="guess") == []  # the board reads only the aggregates
+    out = StringIO()
+    call_command("rebuild_aggregates", stdout=out)
+    assert f"rebuilt {len(before)} aggregate rows" in out.getvalue()
+    assert _aggregate_table() == before
+    assert len(standings(app_id="guess")) == 3
