@@ -204,6 +204,7 @@ def test_round_through_celery_redis_and_http_agents(worker, tmp_path, live_serve
 @pytest.mark.root
 @pytest.mark.netns
 @pytest.mark.k8s
+@pytest.mark.full_round
 @pytest.mark.timeout(1500)
 def test_three_app_round_with_healthy_controls_is_rejudged_exactly(tmp_path):
     """Issue 14: a round on all three apps (10 queries each, so route and k8s hold exactly one
