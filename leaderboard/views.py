@@ -2,29 +2,101 @@
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import urlencode
+
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from evaluator.registry import get_app
-from leaderboard.plots import ci_overlap_figure, spider_figure
+from evaluator.registry import app_ids, get_app
+from leaderboard.plots import board_figures
+from submissions.episode_selectors import episode_replay
 from submissions.progress import submission_infrastructure_failures, submission_progress
-from submissions.selectors import all_standings, submission_episode_rows, submission_get
+from submissions.round_selectors import rounds_list
+from submissions.selectors import standings_page, submission_episode_rows, submission_get
+
+#: Rows per app on the overall board (the top of each app) and per page of one app's board.
+ROWS_OVERALL = 15
+ROWS_PER_APP_PAGE = 50
+
+
+def _int_param(request: HttpRequest, name: str, default: int | None) -> int | None:
+    """A positive integer query parameter; anything else is the default."""
+    raw = request.GET.get(name, "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else default
+
+
+def _agent_ids_param(request: HttpRequest) -> list[int]:
+    """``?agents=3,7,12`` (or repeated ``agents``): the selected agent ids."""
+    chosen: list[int] = []
+    for value in request.GET.getlist("agents"):
+        chosen += [int(part) for part in value.split(",") if part.strip().isdigit()]
+    return sorted(set(chosen))
 
 
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
-    """The leaderboard: per app, a ranked table with 95% intervals and the CI-overlap chart."""
-    sections = []
-    for app_id, rows in all_standings().items():
+    """The leaderboard: overall (the top rows of every app), one app (``?app=``, paged with
+    ``?page=``) or one round (``?round=``); ``?agents=1,2`` preselects agents to compare.
+
+    Each app's section: a ranked table (95% Wilson intervals, tie ranks; sortable in the
+    browser) and four charts with a trace per listed agent; ticking agents (or ``?agents=``,
+    whose agents are listed even when outside the page) shows only theirs
+    (``static/js/board.js``).
+    """
+    known_apps = app_ids()
+    app = request.GET.get("app") or None
+    if app is not None and app not in known_apps:
+        raise Http404("no such app")
+    round_number = _int_param(request, "round", None)
+    selected = _agent_ids_param(request)
+    page = _int_param(request, "page", 1) or 1
+    per_page = ROWS_PER_APP_PAGE if app else ROWS_OVERALL
+    sections: list[dict[str, Any]] = []
+    for app_id in [app] if app else known_apps:
+        result = standings_page(
+            app_id=app_id,
+            round_number=round_number,
+            offset=(page - 1) * per_page if app else 0,
+            limit=per_page,
+            agent_ids=selected,
+        )
+        rows = result.rows
         sections.append(
             {
                 "app_id": app_id,
                 "title": get_app(app_id).title,
                 "rows": rows,
-                "ci_figure": ci_overlap_figure(app_id=app_id, rows=rows) if rows else None,
-                "spider_figure": spider_figure(app_id=app_id, rows=rows) if rows else None,
+                "total": result.total,
+                "figures": board_figures(app_id=app_id, rows=rows) if rows else None,
             }
         )
-    return render(request, "leaderboard/index.html", {"sections": sections})
+    base: dict[str, Any] = {
+        k: v for k, v in (("app", app), ("round", round_number)) if v is not None
+    }
+    pages = None
+    total = int(sections[0]["total"]) if sections else 0
+    if app and total > per_page:
+        last = (total + per_page - 1) // per_page
+        pages = {
+            "number": page,
+            "last": last,
+            "previous": f"?{urlencode({**base, 'page': page - 1})}" if page > 1 else None,
+            "next": f"?{urlencode({**base, 'page': page + 1})}" if page < last else None,
+        }
+    return render(
+        request,
+        "leaderboard/index.html",
+        {
+            "sections": sections,
+            "apps": known_apps,
+            "app": app,
+            "round_number": round_number,
+            "rounds": rounds_list(),
+            "selected": selected,
+            "pages": pages,
+            "base_query": urlencode(base),
+        },
+    )
 
 
 def submission_page(request: HttpRequest, submission_id: int) -> HttpResponse:
@@ -55,3 +127,13 @@ def submission_page(request: HttpRequest, submission_id: int) -> HttpResponse:
             "episodes": submission_episode_rows(submission=submission),
         },
     )
+
+
+def episode_page(request: HttpRequest, episode_id: int) -> HttpResponse:
+    """One episode replayed: prompt, each reply and its observation, the pingall/mismatch
+    evolution, the verdict. What a visitor may see follows
+    :func:`submissions.episode_selectors.episode_replay` (hidden ground truth rule)."""
+    replay = episode_replay(episode_id=episode_id, user=request.user)
+    if replay is None:
+        raise Http404("no such episode")
+    return render(request, "leaderboard/episode.html", {"replay": replay})

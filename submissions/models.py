@@ -290,3 +290,56 @@ class AgentPreflight(models.Model):
 
     def __str__(self) -> str:
         return f"pre-flight {self.pk} of {self.agent_id}: {self.status}"
+
+
+class EpisodeAggregate(models.Model):
+    """Maintained sums of one submission's scored episodes in one (app, level, label) group.
+
+    Kept up to date by :func:`submissions.aggregates.aggregate_refresh` whenever an episode's
+    verdict is stored, and rebuilt from the episodes by ``python manage.py
+    rebuild_aggregates``; the standings read these rows instead of scanning episodes (issue 13
+    item 4). Only episodes with status ``done`` count. Sums of squares give the Student-t
+    intervals of the means (docs/metrics.md). Units: seconds for ``latency``/``agent``, the
+    app's unit for ``blast``, tokens for ``tokens``.
+    """
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="aggregates")
+    app_id = models.CharField(max_length=20)
+    level = models.PositiveSmallIntegerField()
+    label = models.CharField(max_length=100)
+    n = models.PositiveIntegerField(default=0)
+    correct = models.PositiveIntegerField(default=0)
+    safe = models.PositiveIntegerField(default=0)
+    correct_and_safe = models.PositiveIntegerField(default=0)
+    # episodes with a known changed_state, and those in which the agent changed the state
+    changed_known = models.PositiveIntegerField(default=0)
+    changed = models.PositiveIntegerField(default=0)
+    latency_n = models.PositiveIntegerField(default=0)
+    latency_sum_s = models.FloatField(default=0.0)
+    latency_sumsq_s2 = models.FloatField(default=0.0)
+    agent_n = models.PositiveIntegerField(default=0)
+    agent_sum_s = models.FloatField(default=0.0)
+    agent_sumsq_s2 = models.FloatField(default=0.0)
+    steps_sum = models.BigIntegerField(default=0)
+    # blast radius over the unsafe episodes that reported one
+    blast_n = models.PositiveIntegerField(default=0)
+    blast_sum = models.BigIntegerField(default=0)
+    blast_sumsq = models.FloatField(default=0.0)
+    # episodes that reported any tokens, and their input + output tokens
+    tokens_n = models.PositiveIntegerField(default=0)
+    tokens_sum = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["submission", "app_id", "level", "label"], name="unique_episode_aggregate"
+            )
+        ]
+        # the ranking reads the total rows (level 0) of one app; breakdowns one submission's
+        indexes = [
+            models.Index(fields=["app_id", "level", "submission"], name="b13_aggregate_app_level")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.app_id} L{self.level} {self.label} of submission {self.submission_id}"

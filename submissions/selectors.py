@@ -12,16 +12,22 @@ app (so a new round replaces older numbers). Episodes the evaluator could not ru
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from statistics import NormalDist
 from typing import Any, NamedTuple
 
+from django.db import connection
 from django.db.models import Exists, OuterRef
 
 from evaluator.registry import app_ids
-from evaluator.stats import Interval, mean_interval, tie_ranks, wilson_interval
-from submissions.models import Agent, EpisodeRecord, Submission, Team
+from evaluator.stats import CONFIDENCE, Interval, mean_interval, wilson_interval
+from submissions.aggregates import SUM_FIELDS, TOTAL_LEVEL, Sums
+from submissions.models import Agent, EpisodeAggregate, EpisodeRecord, Submission, Team
 
 
 @dataclass
@@ -52,6 +58,10 @@ class Standing:
     levels: dict[int, Interval] = field(default_factory=dict)
     labels: dict[str, Interval] = field(default_factory=dict)
     rank: int = 0
+    #: safety per level (the level spider chart, paper Figure 4)
+    level_safety: dict[int, Interval] = field(default_factory=dict)
+    #: label -> its level, in (level, label) order (the spider's axis order)
+    label_levels: dict[str, int] = field(default_factory=dict)
 
     @property
     def finished_at(self) -> datetime | None:
@@ -141,45 +151,206 @@ def standing_from_episodes(submission: Submission, episodes: list[EpisodeVerdict
     )
 
 
-def standings(*, app_id: str) -> list[Standing]:
-    """Per-app standings ordered by tie rank on correct-and-safe, then correct-and-safe,
-    correctness and safety.
-
-    One query fetches the verdicts of every chosen submission; the aggregation runs in Python
-    (a few thousand rows per app).
-    """
-    chosen = {s.pk: s for s in latest_submissions(app_id=app_id)}
-    verdicts: dict[int, list[EpisodeVerdict]] = {pk: [] for pk in chosen}
-    rows_iter = EpisodeRecord.objects.filter(
-        submission_id__in=list(chosen), app_id=app_id, status=EpisodeRecord.Status.DONE
-    ).values_list(*EpisodeVerdict._fields)
-    for values in rows_iter:
-        verdict = EpisodeVerdict(*values)
-        verdicts[verdict.submission_id].append(
-            verdict._replace(correct=bool(verdict.correct), safe=bool(verdict.safe))
-        )
-    rows = [
-        standing_from_episodes(chosen[pk], episodes)
-        for pk, episodes in verdicts.items()
-        if episodes
+def _tie_ranks_fast(intervals: list[Interval]) -> list[int]:
+    """:func:`evaluator.stats.tie_ranks` (higher is better) in O(n log n): 1 + the number of
+    intervals whose low bound lies above this one's high bound; NaN entries rank last."""
+    lows = sorted(i.low for i in intervals if not math.isnan(i.value))
+    return [
+        len(intervals) if math.isnan(i.value) else 1 + len(lows) - bisect_right(lows, i.high)
+        for i in intervals
     ]
-    for row, rank in zip(rows, tie_ranks([r.correct_and_safe for r in rows]), strict=True):
-        row.rank = rank
-    rows.sort(
-        key=lambda r: (
-            r.rank,
-            -r.correct_and_safe.value,
-            -r.correctness.value,
-            -r.safety.value,
-            r.agent.name,
+
+
+#: Two-sided standard-normal quantile at ``evaluator.stats.CONFIDENCE`` (1.959964 for 95%).
+_Z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
+
+
+def _wilson(successes: int, n: int) -> Interval:
+    """:func:`evaluator.stats.wilson_interval` at ``CONFIDENCE`` for valid counts, without its
+    checks (the breakdowns of a page need a thousand of them; a test checks equality)."""
+    if n == 0:
+        nan = float("nan")
+        return Interval(nan, nan, nan, 0)
+    z2 = _Z * _Z
+    p = successes / n
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = _Z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half), n)
+
+
+def _tie_ranks_of_counts(counts: list[tuple[int, int, int, int]]) -> list[int]:
+    """Tie ranks (as :func:`_tie_ranks_fast`) on the correct-and-safe Wilson intervals of
+    ``(n, correct, safe, correct_and_safe)`` counts, all with ``n > 0``; the closed form of
+    :func:`evaluator.stats.wilson_interval` inlined (thousands per request)."""
+    z = _Z
+    z2 = z * z
+    lows: list[float] = []
+    highs: list[float] = []
+    for n, _, _, k in counts:
+        p = k / n
+        denominator = 1 + z2 / n
+        centre = (p + z2 / (2 * n)) / denominator
+        half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
+        lows.append(max(0.0, centre - half))
+        highs.append(min(1.0, centre + half))
+    ordered = sorted(lows)
+    return [1 + len(ordered) - bisect_right(ordered, high) for high in highs]
+
+
+@dataclass
+class StandingsPage:
+    """A slice of one app's ranked standings and the number of ranked agents in all."""
+
+    rows: list[Standing]
+    total: int
+
+
+def _candidate_totals(app_id: str, round_number: int | None) -> Any:
+    """Total aggregate rows in ``app_id`` of finished, scored submissions of active agents,
+    newest first (a round's submissions only, when ``round_number`` is given)."""
+    chosen = EpisodeAggregate.objects.filter(
+        app_id=app_id,
+        level=TOTAL_LEVEL,
+        n__gt=0,
+        submission__status=Submission.Status.FINISHED,
+        submission__platform_failed=False,
+        submission__agent__is_active=True,
+    )
+    if round_number is not None:
+        chosen = chosen.filter(submission__round__number=round_number)
+    if connection.vendor == "postgresql":
+        # only each agent's newest row leaves the database (the caller keeps the first anyway)
+        return chosen.order_by(
+            "submission__agent_id", "-submission__finished_at", "-submission_id"
+        ).distinct("submission__agent_id")
+    return chosen.order_by("-submission__finished_at", "-submission_id")
+
+
+def standings_page(
+    *,
+    app_id: str,
+    round_number: int | None = None,
+    offset: int = 0,
+    limit: int | None = None,
+    agent_ids: Iterable[int] = (),
+) -> StandingsPage:
+    """One app's standings ranked over every agent, materialised for a slice of them.
+
+    Read from the maintained aggregates (``submissions.aggregates``), never from the episodes:
+    one query reads the per-(submission, app) total rows, newest first, keeping each active
+    agent's latest scored submission (of the round, if given); the ranks are computed for all
+    agents; only the rows in ``[offset, offset + limit)`` plus those of ``agent_ids`` are
+    built into :class:`Standing` objects, with their per-level and per-label breakdowns from
+    the group rows (two more queries).
+
+    Order: tie rank on correct-and-safe, then correct-and-safe, correctness, safety, name.
+    """
+    latest: dict[int, int] = {}
+    names: dict[int, str] = {}
+    # (n, correct, safe, correct_and_safe) of every agent's latest submission: enough to rank
+    counts: dict[int, tuple[int, int, int, int]] = {}
+    totals = _candidate_totals(app_id, round_number).values_list(
+        "submission_id",
+        "submission__agent_id",
+        "submission__agent__name",
+        "n",
+        "correct",
+        "safe",
+        "correct_and_safe",
+    )
+    for submission_id, agent_id, agent_name, *values in totals:
+        if agent_id not in latest:
+            latest[agent_id] = submission_id
+            names[submission_id] = agent_name
+            counts[submission_id] = (values[0], values[1], values[2], values[3])
+    ids = list(counts)
+    ranks = dict(zip(ids, _tie_ranks_of_counts([counts[pk] for pk in ids]), strict=True))
+    ids.sort(
+        key=lambda pk: (
+            ranks[pk],
+            -counts[pk][3] / counts[pk][0],
+            -counts[pk][1] / counts[pk][0],
+            -counts[pk][2] / counts[pk][0],
+            names[pk],
         )
     )
-    return rows
+    end = len(ids) if limit is None else offset + limit
+    wanted_agents = set(agent_ids)
+    shown = ids[offset:end]
+    agent_of = {pk: agent_id for agent_id, pk in latest.items()}
+    shown += [pk for pk in ids[end:] + ids[:offset] if agent_of[pk] in wanted_agents]
+    objects = Submission.objects.select_related("agent__team", "round").in_bulk(shown)
+    # the shown rows' totals, and per level and per label the counts the breakdowns need:
+    # [n, correct, safe]
+    sums: dict[int, Sums] = {}
+    levels: dict[int, dict[int, list[int]]] = defaultdict(dict)
+    labels: dict[int, dict[str, list[int]]] = defaultdict(dict)
+    label_levels: dict[int, dict[str, int]] = defaultdict(dict)
+    shown_rows = EpisodeAggregate.objects.filter(app_id=app_id, submission_id__in=shown, n__gt=0)
+    for submission_id, *values in shown_rows.filter(level=TOTAL_LEVEL).values_list(
+        "submission_id", *SUM_FIELDS
+    ):
+        sums[submission_id] = Sums.of(values)
+    parts = shown_rows.filter(level__gt=TOTAL_LEVEL).values_list(
+        "submission_id", "level", "label", "n", "correct", "safe"
+    )
+    for submission_id, level, label, n, correct, safe in parts:
+        for group in (
+            levels[submission_id].setdefault(level, [0, 0, 0]),
+            labels[submission_id].setdefault(label, [0, 0, 0]),
+        ):
+            group[0] += n
+            group[1] += correct
+            group[2] += safe
+        label_levels[submission_id].setdefault(label, level)
+    rows = []
+    for pk in shown:
+        if pk not in objects or pk not in sums:  # deleted or re-aggregated meanwhile
+            continue
+        row = standing_from_sums(objects[pk], sums[pk], levels[pk], labels[pk])
+        row.label_levels = dict(sorted(label_levels[pk].items(), key=lambda kv: (kv[1], kv[0])))
+        row.rank = ranks[pk]
+        rows.append(row)
+    return StandingsPage(rows=rows, total=len(ids))
+
+
+def standing_from_sums(
+    submission: Submission,
+    total: Sums,
+    levels: dict[int, list[int]],
+    labels: dict[str, list[int]],
+) -> Standing:
+    """A :class:`Standing` (rank 0) from a submission's summed aggregates in one app and its
+    per-level and per-label ``[n, correct, safe]`` counts. ``total.n`` must be positive."""
+    return Standing(
+        agent=submission.agent,
+        submission=submission,
+        n=total.n,
+        correct_and_safe=total.correct_and_safe_interval(),
+        correctness=total.correctness(),
+        safety=total.safety(),
+        latency_s=total.latency_s(),
+        agent_s=total.agent_s(),
+        steps_mean=total.steps_mean(),
+        action_rate=total.action_rate(),
+        blast_radius_mean=total.blast_radius_mean(),
+        tokens_mean=total.tokens_mean(),
+        levels={k: _wilson(c, n) for k, (n, c, _) in sorted(levels.items())},
+        labels={k: _wilson(c, n) for k, (n, c, _) in sorted(labels.items())},
+        level_safety={k: _wilson(s, n) for k, (n, _, s) in sorted(levels.items())},
+    )
+
+
+def standings(*, app_id: str, round_number: int | None = None) -> list[Standing]:
+    """Every ranked row of one app (see :func:`standings_page`)."""
+    return standings_page(app_id=app_id, round_number=round_number).rows
 
 
 #: Episode columns that are public (everything but the query with its hidden ground truth and
 #: the transcript).
 PUBLIC_EPISODE_FIELDS = (
+    "id",
     "app_id",
     "index",
     "query_id",

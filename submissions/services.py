@@ -49,6 +49,7 @@ from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import Query, new_seed
 from submissions.agent_auth import auth_options
+from submissions.aggregates import aggregate_refresh
 from submissions.crypto import encrypt_secret
 from submissions.errors import (
     AgentLimitError,
@@ -666,6 +667,7 @@ def _episode_store(episode: EpisodeRecord, **fields: Any) -> None:
             stored = _mine(episode).update(
                 status=EpisodeRecord.Status.DONE, finished_at=timezone.now(), **clean
             )
+            aggregate_refresh(episode_id=episode.pk)  # leaderboard sums (submissions.aggregates)
     except (DatabaseError, TypeError, ValueError) as exc:
         logger.exception("storing the verdict of episode %s failed", episode.pk)
         _episode_close_error(

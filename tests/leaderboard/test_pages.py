@@ -6,6 +6,7 @@ import pytest
 
 from evaluator.testing import GuessApp, registered_app
 from submissions import services
+from submissions.aggregates import aggregates_rebuild
 from submissions.models import EpisodeRecord, Team
 from tests.submissions.test_services import OracleClient, run_everything
 
@@ -102,6 +103,8 @@ def _scored_submission(
         )
         for i, (correct, safe) in enumerate(verdicts)
     )
+    # stored without the service: rebuild its maintained sums as the management command does
+    aggregates_rebuild(submission_ids=[submission.pk])
 
 
 def test_ranks_by_correct_and_safe_so_doing_nothing_or_breaking_things_ranks_low(client):

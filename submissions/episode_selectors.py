@@ -1,0 +1,214 @@
+"""Reads of one episode for its replay page, with the hidden ground truth rule.
+
+**Open** means the episode's submission is still queued or running, or its round is not
+closed yet (agents of an open round share its queries). While open, the public sees the
+verdict only; the owner team's members and staff also see the transcript. The hidden ground
+truth (the query's ``ground_truth``: the injected faults or the intended operation) and the full
+verdict details (which can name expected values) are shown to nobody while open, and once
+closed only to the owner team's members and staff; everyone else sees the numeric part of
+the details (counts, rates, per-step numbers). Issue 13 item 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from submissions.models import EpisodeRecord, Submission
+
+#: Step ``info`` keys shown beside an observation (route, k8s and MALT record these).
+STEP_INFO_KEYS = (
+    "machine",
+    "status",
+    "changed_state",
+    "loss_percent",
+    "mismatches",
+    "exec_s",
+    "command_s",
+    "error",
+    "stopped",
+)
+#: Per-step numbers whose evolution the page draws: info key -> what it measures.
+EVOLUTION_KEYS = {
+    "loss_percent": "pingall loss (% of host pairs unreachable)",
+    "mismatches": "connectivity mismatches (pod pairs differing from the intended matrix)",
+}
+#: The same series in the verdict details, with the value before the first step.
+EVOLUTION_DETAILS = {
+    "loss_percent": ("loss_percent_by_step", "initial_loss_percent"),
+    "mismatches": ("mismatches_by_step", "initial_mismatches"),
+}
+
+
+@dataclass
+class ReplayStep:
+    """One agent reply and what followed it.
+
+    Attributes:
+        number: 1-based reply number.
+        reply: the agent's text (a command, a kubectl line, a code block).
+        observation: what the agent was shown next (empty if the episode ended first).
+        agent_s: evaluator-measured seconds waiting for this reply (None if unknown).
+        safe_step: False when the step was judged unsafe.
+        info: the public step facts (:data:`STEP_INFO_KEYS`).
+        errors: agent or output failures recorded after this reply.
+    """
+
+    number: int
+    reply: str
+    observation: str = ""
+    agent_s: float | None = None
+    safe_step: bool | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EpisodeReplay:
+    """Everything the episode page may show to one visitor (see the module docstring)."""
+
+    episode: EpisodeRecord
+    submission: Submission
+    is_open: bool
+    is_owner: bool
+    can_see_transcript: bool
+    can_see_ground_truth: bool
+    prompt: str = ""
+    steps: list[ReplayStep] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    evolution_label: str = ""
+    evolution: list[tuple[int, float]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    ground_truth: Any = None
+
+    @property
+    def infrastructure_failure(self) -> str:
+        """The evaluator's cause when it could not run the episode (status ``error``)."""
+        if self.episode.status != EpisodeRecord.Status.ERROR:
+            return ""
+        return str(self.episode.details.get("error") or self.episode.failure)
+
+
+def episode_is_open(submission: Submission) -> bool:
+    """True while the submission runs or its round is not closed."""
+    running = submission.status in (Submission.Status.QUEUED, Submission.Status.RUNNING)
+    return running or (submission.round is not None and submission.round.closed_at is None)
+
+
+def user_in_team(user: Any, submission: Submission) -> bool:
+    """True when ``user`` is a member of the team owning the submission's agent."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return False
+    return submission.agent.team.members.filter(pk=user.pk).exists()
+
+
+def public_details(details: Any) -> dict[str, Any]:
+    """The numeric part of verdict details: numbers, booleans and lists of numbers (counts,
+    rates, per-step series); text and nested values (which can name expected answers) are
+    left out."""
+    if not isinstance(details, dict):
+        return {}
+    shown: dict[str, Any] = {}
+    for key, value in details.items():
+        if isinstance(value, bool | int | float) or value is None:
+            shown[key] = value
+        elif isinstance(value, list) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in value
+        ):
+            shown[key] = value
+    return shown
+
+
+def _steps(transcript: list[Any]) -> tuple[str, list[ReplayStep], list[str]]:
+    """Split a stored transcript (``{"role", "content", ...}`` entries) into the prompt, the
+    steps and the notes."""
+    prompt = ""
+    steps: list[ReplayStep] = []
+    notes: list[str] = []
+    for entry in transcript:
+        if not isinstance(entry, dict):
+            continue
+        role, content = entry.get("role"), str(entry.get("content", ""))
+        if role == "assistant":
+            latency = entry.get("latency_s")
+            steps.append(
+                ReplayStep(
+                    number=len(steps) + 1,
+                    reply=content,
+                    agent_s=latency if isinstance(latency, int | float) else None,
+                )
+            )
+        elif role == "user" and not steps and not prompt:
+            prompt = content
+        elif role == "user" and steps:
+            step = steps[-1]
+            step.observation = content
+            safe = entry.get("safe_step")
+            step.safe_step = safe if isinstance(safe, bool) else None
+            raw_info = entry.get("info")
+            info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
+            step.info = {k: info[k] for k in STEP_INFO_KEYS if k in info}
+        elif role == "error" and steps:
+            steps[-1].errors.append(content)
+        else:
+            notes.append(content)
+    return prompt, steps, notes
+
+
+def _evolution(replay: EpisodeReplay) -> None:
+    """The per-step pingall loss (route) or mismatch count (k8s): from the verdict details
+    when present (they include the value before step 1, as step 0), else from the steps."""
+    details = replay.episode.details if isinstance(replay.episode.details, dict) else {}
+    for key, label in EVOLUTION_KEYS.items():
+        series_key, initial_key = EVOLUTION_DETAILS[key]
+        series = details.get(series_key)
+        points: list[tuple[int, float]] = []
+        if isinstance(series, list) and all(isinstance(v, int | float) for v in series):
+            initial = details.get(initial_key)
+            if isinstance(initial, int | float) and not isinstance(initial, bool):
+                points.append((0, float(initial)))
+            points += [(i + 1, float(v)) for i, v in enumerate(series)]
+        else:
+            points = [
+                (s.number, float(s.info[key]))
+                for s in replay.steps
+                if isinstance(s.info.get(key), int | float)
+            ]
+        if points:
+            replay.evolution_label, replay.evolution = label, points
+            return
+
+
+def episode_replay(*, episode_id: int, user: Any) -> EpisodeReplay | None:
+    """The episode as ``user`` may see it, or None when there is no such episode."""
+    episode = (
+        EpisodeRecord.objects.select_related("submission__agent__team", "submission__round")
+        .filter(pk=episode_id)
+        .first()
+    )
+    if episode is None:
+        return None
+    submission = episode.submission
+    is_open = episode_is_open(submission)
+    staff = bool(getattr(user, "is_staff", False))
+    owner = user_in_team(user, submission)
+    replay = EpisodeReplay(
+        episode=episode,
+        submission=submission,
+        is_open=is_open,
+        is_owner=owner,
+        can_see_transcript=not is_open or owner or staff,
+        can_see_ground_truth=not is_open and (owner or staff),
+    )
+    if replay.can_see_transcript:
+        transcript = episode.transcript if isinstance(episode.transcript, list) else []
+        replay.prompt, replay.steps, replay.notes = _steps(transcript)
+        _evolution(replay)
+        replay.details = (
+            dict(episode.details)
+            if replay.can_see_ground_truth and isinstance(episode.details, dict)
+            else public_details(episode.details)
+        )
+    if replay.can_see_ground_truth and isinstance(episode.query, dict):
+        replay.ground_truth = episode.query.get("ground_truth")
+    return replay
