@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts import services as team_services
+from submissions.aggregates import aggregates_rebuild
 from submissions.crypto import decrypt_secret, encrypt_secret
 from submissions.models import Agent, AgentPreflight, EpisodeRecord, Round, Submission
 
@@ -85,6 +86,8 @@ def _submission(
         query={},
         status="error",
     )
+    # episodes written directly, not through the service: refresh the board's aggregates
+    aggregates_rebuild(submission_ids=[submission.pk])
     submission.refresh_from_db()
     return submission
 

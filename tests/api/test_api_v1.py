@@ -54,8 +54,11 @@ def _open_submission(agent: Agent, captured, count: int = 3) -> Submission:
     return submission
 
 
-def test_agent_list_is_paginated_and_only_the_callers_teams(blue, red, settings):
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "PAGE_SIZE": 2}
+def test_agent_list_is_paginated_and_only_the_callers_teams(blue, red, monkeypatch):
+    # DRF reads PAGE_SIZE once, when the pagination class is first imported: patch the class
+    from rest_framework.pagination import PageNumberPagination
+
+    monkeypatch.setattr(PageNumberPagination, "page_size", 2)
     client, _, team = blue
     for i in range(3):
         _agent(team, f"bot-{i}")
