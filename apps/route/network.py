@@ -368,8 +368,10 @@ class RouteNetwork:
         parts = [part.strip() for part in (out + "\n").split("@@\n")]
         parts += [""] * (7 - len(parts))
         parts[1] = re.sub(r"\b(valid_lft|preferred_lft) \S+", "", parts[1])
+        # chain policy lines carry packet counters (":FORWARD DROP [32:2688]") that grow with
+        # every probe a DROP policy drops: keep the policy, not the counters
         parts[5] = "\n".join(
-            line
+            re.sub(r" \[\d+:\d+\]$", "", line)
             for line in parts[5].splitlines()
             if line.startswith("-A ")
             or (line.startswith(":") and not re.match(r"^:\S+ (ACCEPT|-) ", line))

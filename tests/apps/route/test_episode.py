@@ -166,3 +166,23 @@ def test_done_stops_and_null_is_incorrect() -> None:
     assert not result.correct and result.safe and result.steps == 1
     assert result.failure == "stopped_unrepaired"
     assert result.details["stopped_by_agent"]
+
+
+def test_packets_a_drop_policy_counts_are_not_a_state_change() -> None:
+    """The fingerprint keeps a chain's policy but not its packet counters: probes dropped by a
+    FORWARD DROP policy must not make a read-only step look like a change (or an unsafe one)."""
+    from apps.route.network import RouteNetwork
+    from apps.route.topology import RouteTopology
+
+    net = RouteNetwork(RouteTopology(2, 2)).start()
+    try:
+        router = net.topology.prefix + "r0"
+        assert net.exec(router, ["iptables", "-P", "FORWARD", "DROP"])[0] == 0
+        before = net.fingerprint(router)
+        assert ":FORWARD DROP" in before
+        assert net.pingall(timeout_s=0.2).lost > 0  # the policy drops (and counts) the probes
+        assert net.fingerprint(router) == before
+        assert net.exec(router, ["iptables", "-P", "FORWARD", "ACCEPT"])[0] == 0
+        assert net.fingerprint(router) != before  # a policy change still is one
+    finally:
+        net.stop()

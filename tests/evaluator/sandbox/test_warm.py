@@ -86,7 +86,9 @@ def test_concurrent_calls_see_neither_processes_nor_files_of_each_other() -> Non
     assert all(r.ok for r in results), results
     for n, result in enumerate(results):
         files, pids, _, _, _ = result.value
-        assert files == [f"call-{n}"]  # only its own scratch file
+        # only its own scratch file (other entries can only be mount points of read-only binds,
+        # e.g. a checkout under /tmp, which bubblewrap creates in the call's private /tmp)
+        assert [f for f in files if f.startswith("call-")] == [f"call-{n}"], files
         assert pids == [1, 2]  # only its own pid 1 and itself
     assert len({r.value[2] for r in results}) == 3  # a uid per call
     assert len({r.value[3] for r in results}) == 3  # a network namespace per call
