@@ -365,7 +365,7 @@ def _pct(interval: JSON) -> str:
     if interval.get("value") is None:
         return "n/a"
     low, high = interval.get("low"), interval.get("high")
-    bounds = "" if low is None else f" [{100 * low:.1f}, {100 * high:.1f}]"
+    bounds = "" if low is None or high is None else f" [{100 * low:.1f}, {100 * high:.1f}]"
     return f"{100 * interval['value']:.1f}%{bounds}"
 
 
