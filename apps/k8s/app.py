@@ -16,9 +16,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
+import urllib3
 from evaluator.app import (
     App,
     DependencyMissingError,
@@ -29,9 +32,13 @@ from evaluator.app import (
 )
 from evaluator.sampling import HEALTHY_SHARE
 from evaluator.types import JSON, Query, StepResult, Verdict
+from kubernetes.client.rest import ApiException
 
 from apps.k8s import crosscheck, prompt, reference
 from apps.k8s.cluster.config import ClusterConfig
+from apps.k8s.cluster.control_plane import ClusterError
+from apps.k8s.cluster.netns import NetnsError
+from apps.k8s.cluster.sync import SyncTimeoutError
 from apps.k8s.examples import EXAMPLES
 from apps.k8s.kubectl import (
     COMMAND_TIMEOUT_S,
@@ -44,6 +51,33 @@ from apps.k8s.namespace import EpisodeNamespace, service_matrix, shared_cluster
 from apps.k8s.queries import generate_queries
 from apps.k8s.replies import parse_reply
 from apps.k8s.scoring import Mismatch, Scorer, mismatches
+
+#: What the cluster raises when it fails under us (transport, API, node agent, time-outs):
+#: infrastructure, never the agent's fault (the agent's own commands run in a subprocess whose
+#: failures are observations).
+CLUSTER_FAULTS: tuple[type[BaseException], ...] = (
+    ApiException,
+    urllib3.exceptions.HTTPError,
+    ClusterError,
+    NetnsError,
+    SyncTimeoutError,
+    OSError,
+)
+
+
+@contextmanager
+def cluster_faults(action: str) -> Iterator[None]:
+    """Turn a :data:`CLUSTER_FAULTS` exception raised during ``action`` into EmulatorError.
+
+    Raises:
+        EmulatorError: the cluster failed (``EmulatorError`` itself passes unchanged).
+    """
+    try:
+        yield
+    except EmulatorError:
+        raise
+    except CLUSTER_FAULTS as exc:
+        raise EmulatorError(f"cluster failed during {action}: {type(exc).__name__}: {exc}") from exc
 
 
 class K8sEpisode(Episode):
@@ -114,6 +148,11 @@ class K8sEpisode(Episode):
 
     # Episode API --------------------------------------------------------------------------
     def reset(self) -> str:
+        """See :meth:`_reset`; a cluster that stops answering is an :class:`EmulatorError`."""
+        with cluster_faults("reset"):
+            return self._reset()
+
+    def _reset(self) -> str:
         """Create the namespace healthy, verify it, inject the faults, return the task, the
         namespace and the initial mismatch report.
 
@@ -167,6 +206,12 @@ class K8sEpisode(Episode):
         )
 
     def step(self, agent_text: str) -> StepResult:
+        """See :meth:`_step`; a cluster that stops answering is an :class:`EmulatorError`, never
+        the agent's failure."""
+        with cluster_faults("step"):
+            return self._step(agent_text)
+
+    def _step(self, agent_text: str) -> StepResult:
         """Run one agent reply; agent mistakes become observations. Never raises for agent
         reasons.
 
@@ -271,6 +316,11 @@ class K8sEpisode(Episode):
         return {"namespace": self.ns.name} if self.ns is not None else {}
 
     def close(self) -> None:
+        """See :meth:`_close`; a cluster that stops answering is an :class:`EmulatorError`."""
+        with cluster_faults("teardown"):
+            self._close()
+
+    def _close(self) -> None:
         """Delete the namespace (waiting until it is gone) and the private HOME. Idempotent.
 
         Raises:

@@ -301,3 +301,22 @@ def test_healthy_controls_share_prompt_and_parse() -> None:
     first_report = [{"role": "user", "content": "task\nConnectivity report before your first "
                      "step:\nNo mismatches: the measured connectivity equals the intended one."}]
     assert K8sApp().heuristic_reply(first_report) == HEALTHY_WORD
+
+
+def test_a_cluster_that_stops_answering_is_an_emulator_error_not_the_agents() -> None:
+    """P16 found urllib3's MaxRetryError escaping reset() and aborting a run: every cluster
+    fault raised under an episode action becomes EmulatorError (retried, then infrastructure)."""
+    import urllib3
+
+    from apps.k8s.app import cluster_faults
+    from evaluator.app import EmulatorError
+
+    with pytest.raises(EmulatorError, match="during reset: MaxRetryError"):
+        with cluster_faults("reset"):
+            raise urllib3.exceptions.MaxRetryError(None, "/api", "connection refused")  # type: ignore[arg-type]
+    with pytest.raises(EmulatorError, match="during step: ConnectionRefusedError"):
+        with cluster_faults("step"):
+            raise ConnectionRefusedError("apiserver down")
+    with pytest.raises(ValueError):  # anything else is not reclassified here
+        with cluster_faults("step"):
+            raise ValueError("not a cluster fault")
