@@ -15,15 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+from evaluator.app import EmulatorError
+from evaluator.registry import get_app
+from evaluator.types import Query, Verdict
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser
 from inspect_ai.scorer import CORRECT, INCORRECT, Score, Scorer, Target, accuracy, scorer, stderr
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
-from evaluator.app import EmulatorError
-from evaluator.registry import get_app
-from evaluator.types import Query, Verdict
 from training.sft import system_message
 
 #: Key of the verdict record in ``TaskState.metadata`` (written by the solver, read by the scorer).

@@ -1,0 +1,87 @@
+"""Inspect AI tasks (issue 16 item 4): one task run end to end with Inspect's scripted mock
+model answering the oracle's replies, scored by our judge, compared with the runner's verdicts
+on the same queries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from inspect_ai import eval as inspect_eval
+from inspect_ai.model import ModelOutput, get_model
+
+from evaluator.registry import get_app
+from evaluator.runner import run_episode
+from evaluator.testing import ScriptedClient
+from evaluator.types import JSON, Query
+from training.inspect_tasks import netarena_malt, query_samples
+from training.sft import play_oracle
+
+
+def _oracle_client(app_id: str, query: Query) -> ScriptedClient:
+    app = get_app(app_id)
+
+    def reply(messages: list[JSON], episode_id: str) -> str:
+        return app.oracle_reply(query.ground_truth, messages)
+
+    return ScriptedClient(reply)
+
+
+def test_query_samples_carry_the_seeded_batch() -> None:
+    samples = query_samples("malt", 3, 7, level=2)
+    queries = get_app("malt").generate(3, 7, level=2)
+    assert [s.id for s in samples] == [q.query_id for q in queries]
+    for sample, query in zip(samples, queries, strict=True):
+        assert sample.metadata is not None
+        assert Query.from_dict(sample.metadata["query"]) == query
+        assert sample.metadata["level"] == 2
+        assert query.prompt not in str(sample.input)
+
+
+def test_malt_task_scores_match_the_runner(malt_sandbox: None, tmp_path: Path) -> None:
+    app = get_app("malt")
+    seed, count = 11, 3
+    queries = app.generate(count, seed, level=1)
+    replies = [
+        message["content"]
+        for query in queries
+        for message in play_oracle(app, query).messages
+        if message["role"] == "assistant"
+    ]
+    # one wrong answer among the oracle's, so that INCORRECT is exercised too
+    replies[-1] = "```python\ndef process_graph(graph_data):\n    return 'no'\n```"
+    model = get_model(
+        "mockllm/model",
+        custom_outputs=[ModelOutput.from_content("mockllm/model", text) for text in replies],
+    )
+    logs = inspect_eval(
+        netarena_malt(count=count, seed=seed, level=1),
+        model=model,
+        max_samples=1,
+        log_dir=str(tmp_path),
+        display="none",
+    )
+    assert logs[0].status == "success", logs[0].error
+    samples = {sample.id: sample for sample in logs[0].samples or []}
+    assert set(samples) == {q.query_id for q in queries}
+    for query, reply in zip(queries, replies, strict=True):
+        expected = run_episode(app, query, ScriptedClient([reply]))
+        score = samples[query.query_id].scores["judge_scorer"]  # type: ignore[index]
+        assert score.metadata is not None
+        assert (score.metadata["correct"], score.metadata["safe"]) == (
+            expected.correct,
+            expected.safe,
+        )
+        assert score.value == ("C" if expected.correct and expected.safe else "I")
+        assert score.metadata["labels"] == list(query.labels)
+        assert score.metadata["level"] == 1
+    outcomes = [samples[q.query_id].scores["judge_scorer"].value for q in queries]  # type: ignore[index]
+    assert outcomes[:-1] == ["C"] * (count - 1) and outcomes[-1] == "I"
+
+
+@pytest.mark.parametrize("app_id", ["malt"])
+def test_oracle_client_agrees_with_the_oracle_episode(app_id: str, malt_sandbox: None) -> None:
+    app = get_app(app_id)
+    query = app.generate(1, 5, level=1)[0]
+    result = run_episode(app, query, _oracle_client(app_id, query))
+    assert result.correct and result.safe
