@@ -18,6 +18,18 @@ from training.inspect_tasks import netarena_malt, query_samples
 from training.sft import play_oracle
 
 
+@pytest.fixture(autouse=True)
+def offline_token_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inspect's mock model counts input tokens with tiktoken, which downloads its encoding on
+    first use; this machine (and CI) is offline, so count four characters as one token."""
+    from inspect_ai.model._providers.mockllm import MockLLM
+
+    async def count_text_tokens(self: MockLLM, text: str) -> int:
+        return max(1, len(text) // 4)
+
+    monkeypatch.setattr(MockLLM, "count_text_tokens", count_text_tokens)
+
+
 def _oracle_client(app_id: str, query: Query) -> ScriptedClient:
     app = get_app(app_id)
 
