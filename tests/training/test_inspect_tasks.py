@@ -8,13 +8,21 @@ from pathlib import Path
 
 import pytest
 from inspect_ai import eval as inspect_eval
-from inspect_ai.model import ModelOutput, get_model
+from inspect_ai.log import EvalSample
+from inspect_ai.model import (
+    ChatMessage,
+    GenerateConfig,
+    ModelOutput,
+    ToolChoice,
+    ToolInfo,
+    get_model,
+)
 
 from evaluator.registry import get_app
 from evaluator.runner import run_episode
 from evaluator.testing import ScriptedClient
 from evaluator.types import JSON, Query
-from training.inspect_tasks import netarena_malt, query_samples
+from training.inspect_tasks import app_task, netarena_malt, query_samples
 from training.sft import play_oracle
 
 
@@ -91,9 +99,79 @@ def test_malt_task_scores_match_the_runner(malt_sandbox: None, tmp_path: Path) -
     assert outcomes[:-1] == ["C"] * (count - 1) and outcomes[-1] == "I"
 
 
-@pytest.mark.parametrize("app_id", ["malt"])
-def test_oracle_client_agrees_with_the_oracle_episode(app_id: str, malt_sandbox: None) -> None:
+def _oracle_model(app_id: str, queries: list[Query]) -> object:
+    """Inspect's mock model answering as the oracle: each reply is ``App.oracle_reply`` of the
+    current query's ground truth and the conversation so far (samples run one at a time, in
+    dataset order; a conversation of one user turn starts the next query)."""
     app = get_app(app_id)
-    query = app.generate(1, 5, level=1)[0]
-    result = run_episode(app, query, _oracle_client(app_id, query))
-    assert result.correct and result.safe
+    position = {"index": -1}
+
+    def reply(
+        messages: list[ChatMessage],
+        tools: list[ToolInfo],
+        tool_choice: ToolChoice,
+        config: GenerateConfig,
+    ) -> ModelOutput:
+        history: list[JSON] = [
+            {"role": m.role, "content": m.text} for m in messages if m.role != "system"
+        ]
+        if len(history) == 1:
+            position["index"] += 1
+        query = queries[position["index"]]
+        return ModelOutput.from_content(
+            "mockllm/model", app.oracle_reply(query.ground_truth, history)
+        )
+
+    return get_model("mockllm/model", custom_outputs=reply)
+
+
+def _inspect_vs_runner(app_id: str, count: int, seed: int, tmp_path: Path) -> list[EvalSample]:
+    """Run the app's Inspect task with the oracle mock model and the runner with the oracle
+    client on the same queries; assert equal verdicts; return Inspect's samples."""
+    app = get_app(app_id)
+    queries = app.generate(count, seed, level=1)
+    logs = inspect_eval(
+        app_task(app_id, count, seed, 1),
+        model=_oracle_model(app_id, queries),
+        max_samples=1,
+        log_dir=str(tmp_path),
+        display="none",
+    )
+    assert logs[0].status == "success", logs[0].error
+    samples = {sample.id: sample for sample in logs[0].samples or []}
+    assert set(samples) == {q.query_id for q in queries}
+    for query in queries:
+        expected = run_episode(app, query, _oracle_client(app_id, query))
+        assert not expected.infrastructure
+        score = samples[query.query_id].scores["judge_scorer"]  # type: ignore[index]
+        assert score.metadata is not None
+        assert (score.metadata["correct"], score.metadata["safe"]) == (
+            expected.correct,
+            expected.safe,
+        )
+        assert score.value == ("C" if expected.correct and expected.safe else "I")
+        assert score.metadata["labels"] == list(query.labels)
+    return [samples[q.query_id] for q in queries]
+
+
+def test_malt_oracle_model_matches_the_runner(malt_sandbox: None, tmp_path: Path) -> None:
+    samples = _inspect_vs_runner("malt", 2, 5, tmp_path)
+    assert [s.scores["judge_scorer"].value for s in samples] == ["C", "C"]  # type: ignore[index]
+
+
+@pytest.mark.root
+@pytest.mark.netns
+@pytest.mark.slow
+def test_route_task_matches_the_runner(route_emulator: None, tmp_path: Path) -> None:
+    samples = _inspect_vs_runner("route", 2, 3, tmp_path)
+    assert [s.scores["judge_scorer"].value for s in samples] == ["C", "C"]  # type: ignore[index]
+    # multi-step: the observations went back to the model as user turns
+    assert all(sum(m.role == "user" for m in s.messages) >= 1 for s in samples)
+
+
+@pytest.mark.root
+@pytest.mark.k8s
+@pytest.mark.slow
+def test_k8s_task_matches_the_runner(k8s_cluster: None, tmp_path: Path) -> None:
+    samples = _inspect_vs_runner("k8s", 1, 3, tmp_path)
+    assert [s.scores["judge_scorer"].value for s in samples] == ["C"]  # type: ignore[index]
