@@ -12,11 +12,11 @@ from inspect_ai.log import EvalSample
 from inspect_ai.model import (
     ChatMessage,
     GenerateConfig,
+    Model,
     ModelOutput,
-    ToolChoice,
-    ToolInfo,
     get_model,
 )
+from inspect_ai.tool import ToolChoice, ToolInfo
 
 from evaluator.registry import get_app
 from evaluator.runner import run_episode
@@ -99,7 +99,7 @@ def test_malt_task_scores_match_the_runner(malt_sandbox: None, tmp_path: Path) -
     assert outcomes[:-1] == ["C"] * (count - 1) and outcomes[-1] == "I"
 
 
-def _oracle_model(app_id: str, queries: list[Query]) -> object:
+def _oracle_model(app_id: str, queries: list[Query]) -> Model:
     """Inspect's mock model answering as the oracle: each reply is ``App.oracle_reply`` of the
     current query's ground truth and the conversation so far (samples run one at a time, in
     dataset order; a conversation of one user turn starts the next query)."""
