@@ -150,6 +150,7 @@ def _inspect_vs_runner(app_id: str, count: int, seed: int, tmp_path: Path) -> li
             expected.safe,
         )
         assert score.value == ("C" if expected.correct and expected.safe else "I")
+        assert score.metadata["steps"] == expected.steps
         assert score.metadata["labels"] == list(query.labels)
     return [samples[q.query_id] for q in queries]
 
@@ -165,8 +166,12 @@ def test_malt_oracle_model_matches_the_runner(malt_sandbox: None, tmp_path: Path
 def test_route_task_matches_the_runner(route_emulator: None, tmp_path: Path) -> None:
     samples = _inspect_vs_runner("route", 2, 3, tmp_path)
     assert [s.scores["judge_scorer"].value for s in samples] == ["C", "C"]  # type: ignore[index]
-    # multi-step: the observations went back to the model as user turns
-    assert all(sum(m.role == "user" for m in s.messages) >= 1 for s in samples)
+    # one model turn per episode step, each after the observation it answered
+    for sample in samples:
+        roles = [m.role for m in sample.messages if m.role != "system"]
+        steps = sample.scores["judge_scorer"].metadata["steps"]  # type: ignore[index]
+        assert roles.count("assistant") == steps
+        assert roles[0] == "user" and "assistant, assistant" not in ", ".join(roles)
 
 
 @pytest.mark.root
