@@ -35,7 +35,8 @@ parent-side I/O loop and result-channel protocol), ``_outcome`` (classification 
 are missing or the sandbox cannot start (infrastructure, not the agent's fault; pass
 ``raise_unavailable=False`` to get ``failure="sandbox_unavailable"`` instead), and
 :class:`SandboxSetupError` when the trusted part (preamble, argument) fails before any agent
-code ran. Every agent behaviour ends as a :class:`SandboxResult`.
+code ran, and :class:`SandboxOverloadedError` when agent code timed out on a host too busy to
+run it (``_load``). Every agent behaviour ends as a :class:`SandboxResult`.
 """
 
 from evaluator.sandbox._run import check_host, run_function
@@ -43,6 +44,7 @@ from evaluator.sandbox._types import (
     FAILURES,
     SandboxError,
     SandboxLimits,
+    SandboxOverloadedError,
     SandboxResult,
     SandboxSetupError,
     SandboxUnavailableError,
@@ -53,6 +55,7 @@ __all__ = [
     "FAILURES",
     "SandboxError",
     "SandboxLimits",
+    "SandboxOverloadedError",
     "SandboxResult",
     "SandboxSetupError",
     "SandboxUnavailableError",

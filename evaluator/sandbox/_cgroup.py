@@ -181,6 +181,20 @@ class Cgroup:
         """The ``cgroup.procs`` files a process writes its pid to in order to join."""
         return [str(d / "cgroup.procs") for d in self.dirs.values()]
 
+    def task_ids(self) -> list[int]:
+        """Host ids of every task (thread) in the run's group; ``[]`` when it cannot be read.
+
+        v1 lists them in the memory group's ``tasks``, v2 in ``cgroup.threads``.
+        """
+        if self.version == 2:
+            path = self.dirs["v2"] / "cgroup.threads"
+        else:
+            path = self.dirs["memory"] / "tasks"
+        try:
+            return [int(t) for t in path.read_text().split()]
+        except (OSError, ValueError, KeyError):
+            return []
+
     def add(self, pid: int) -> None:
         """Move the host process ``pid`` (and its future children) into the group(s).
 

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaluator.sandbox._load import SAMPLE_INTERVAL_S, LoadMeter
 from evaluator.sandbox._types import SandboxLimits
 
 #: Seconds the sandbox may take to exit after it delivered its terminal message.
@@ -156,8 +157,17 @@ def deadline(run: Run) -> float:
     return run.t_start + run.limits.setup_timeout_s
 
 
-def io_loop(proc: subprocess.Popen[bytes], channel_fd: int, payload: bytes, run: Run) -> None:
-    """Feed the payload, read stdout/stderr/result with caps, stop at the first violation."""
+def io_loop(
+    proc: subprocess.Popen[bytes],
+    channel_fd: int,
+    payload: bytes,
+    run: Run,
+    meter: LoadMeter | None = None,
+) -> None:
+    """Feed the payload, read stdout/stderr/result with caps, stop at the first violation.
+
+    ``meter``, when given, samples host contention while agent code runs (``_load``).
+    """
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     selector = selectors.DefaultSelector()
     stdin_fd = proc.stdin.fileno()
@@ -169,9 +179,12 @@ def io_loop(proc: subprocess.Popen[bytes], channel_fd: int, payload: bytes, run:
         selector.register(fd, selectors.EVENT_READ)
     pending = memoryview(payload)
     open_reads = 3
+    tick_s = 1.0 if meter is None else SAMPLE_INTERVAL_S
     try:
         while open_reads:
             now = time.monotonic()
+            if meter is not None and run.t_ready is not None and run.t_done is None:
+                meter.sample(now)
             remaining = deadline(run) - now
             if remaining <= 0:
                 run.killed_for = (
@@ -180,7 +193,7 @@ def io_loop(proc: subprocess.Popen[bytes], channel_fd: int, payload: bytes, run:
                     else "setup_timeout"
                 )  # fmt: skip
                 return
-            for key, _ in selector.select(timeout=min(remaining, 1.0)):
+            for key, _ in selector.select(timeout=min(remaining, tick_s)):
                 fd = int(key.fd)
                 now = time.monotonic()
                 if fd == stdin_fd:

@@ -20,11 +20,13 @@ from evaluator.sandbox._cgroup import (
     no_cgroup_allowed,
 )
 from evaluator.sandbox._io import EXIT_GRACE_S, Run, io_loop
+from evaluator.sandbox._load import OVERLOAD_RUNNABLE_PER_CPU, LoadMeter
 from evaluator.sandbox._outcome import classify, raise_setup, reported_call_s, tail
 from evaluator.sandbox._seccomp import filled_pipe, seccomp_program
 from evaluator.sandbox._types import (
     SandboxError,
     SandboxLimits,
+    SandboxOverloadedError,
     SandboxResult,
     SandboxSetupError,
     SandboxUnavailableError,
@@ -329,9 +331,10 @@ def _run(
                 if seccomp_fd is not None:
                     os.close(seccomp_fd)
         run = Run(t_start=time.monotonic() if held else t_start, limits=limits)
+        meter = LoadMeter(cgroup.task_ids) if cgroup is not None else None
         try:
             try:
-                io_loop(proc, read_fd, payload, run)
+                io_loop(proc, read_fd, payload, run, meter)
             except BaseException:
                 run.killed_for = run.killed_for or "error"  # never leave a sandbox running
                 raise
@@ -360,6 +363,14 @@ def _run(
             if run.t_ready is None:  # no agent code ran: the caller may simply try again
                 raise _zygote.ZygoteError("the warm sandbox's zygote died before the call")
             raise SandboxError("the warm sandbox's zygote died during the call")
+        starved = meter is not None and meter.overloaded(limits.wall_timeout_s)
+        if run.killed_for == "timeout" and meter is not None and starved:
+            raise SandboxOverloadedError(
+                f"agent code ran out of its {limits.wall_timeout_s} s on an overloaded host: "
+                f"{meter.mean():.2f} other runnable tasks per CPU on average over "
+                f"{len(meter.samples)} samples (threshold {OVERLOAD_RUNNABLE_PER_CPU}); its "
+                f"tasks waited {meter.wait_s():.2f} s for a CPU"
+            )
         wall_s = time.monotonic() - t_start
         stdout = run.stdout.decode(errors="replace")
         stderr = run.stderr.decode(errors="replace")

@@ -38,6 +38,10 @@ class SandboxSetupError(SandboxError):
     """The trusted part (argument pickling, preamble) failed before any agent code ran."""
 
 
+class SandboxOverloadedError(SandboxError):
+    """Agent code ran out of wall-clock time on a host too busy to run it (``_load``)."""
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     """Resource limits of one sandboxed call.
