@@ -164,6 +164,21 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# The cache holds the API throttle counters. Several web processes (gunicorn --workers 3 in
+# docker-compose.yml) must share it, or each would grant the full rate: NETARENA_CACHE_URL
+# names a Redis database (Django's own Redis backend); without it the cache is per process.
+NETARENA_CACHE_URL = env("NETARENA_CACHE_URL", default="")
+if NETARENA_CACHE_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": NETARENA_CACHE_URL,
+            "KEY_PREFIX": env("NETARENA_CACHE_KEY_PREFIX", default="netarena"),
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
 # Celery: a real Redis broker; each benchmark app has its own queue (DESIGN.md §3).
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=CELERY_BROKER_URL)

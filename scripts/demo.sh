@@ -9,6 +9,8 @@ RUN=$PWD/var/run; mkdir -p "$RUN"
 export CELERY_BROKER_URL
 CELERY_BROKER_URL=$(scripts/services.sh start redis)
 export CELERY_RESULT_BACKEND=$CELERY_BROKER_URL
+# API throttle counters shared by every web process: database 1 of the same Redis.
+export NETARENA_CACHE_URL=${CELERY_BROKER_URL%/*}/1
 export NETARENA_ORACLE_VAULT_DIR=$PWD/var/vault
 # Every registered app unless NETARENA_DEMO_APPS names some (the registry is the only list).
 export NETARENA_DEMO_APPS=${NETARENA_DEMO_APPS:-$(.venv/bin/python -c 'from evaluator.registry import app_ids; print(",".join(app_ids()))')}
