@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 
 def labels_at(
@@ -55,3 +56,57 @@ def is_healthy_control(
         return False
     phase = random.Random(f"{app_id}/v{version}/controls/{seed}").random()
     return math.floor((index + 1) * share + phase) > math.floor(index * share + phase)
+
+
+class LabelDraw(NamedTuple):
+    """The labels and level of one query of a batch, as :func:`draw_labels` chose them.
+
+    Attributes:
+        labels: the query's fault labels, or ``(HEALTHY_LABEL,)`` for a healthy control.
+        level: the query's level (a key of the app's label table).
+        control: True for a healthy control (no fault is injected).
+    """
+
+    labels: tuple[str, ...]
+    level: int
+    control: bool
+
+
+def draw_labels(
+    table: Mapping[int, Sequence[tuple[str, ...]]],
+    *,
+    level_of: Callable[[tuple[str, ...]], int],
+    app_id: str,
+    version: int,
+    seed: int,
+    index: int,
+    level: int | None,
+    levels: Sequence[int],
+    healthy_share: float,
+) -> LabelDraw:
+    """Return the labels and level of query ``index`` of the batch of ``seed``, healthy
+    controls included (issue 14 item 2).
+
+    The fault labels come from :func:`labels_at` and their level from ``level_of`` (the app's
+    lookup in ``table``, e.g. the paper's Table 5 for route, Table 6 for k8s). When
+    :func:`is_healthy_control` picks the index (``healthy_share`` of the batch), the labels
+    become ``(HEALTHY_LABEL,)``; its level stays ``level`` when one was asked for, and
+    otherwise is drawn from ``levels`` on its own stream ``(app_id, version, seed, index)``,
+    because controls sit at fixed strides and would else inherit the label order's levels.
+    Same arguments, same draw.
+
+    Raises:
+        ValueError: ``healthy_share`` outside [0, 1].
+        KeyError: ``level_of`` does not know the drawn labels.
+    """
+    labels = labels_at(
+        table, app_id=app_id, version=version, seed=seed, index=index, level=level, levels=levels
+    )
+    drawn_level = level_of(labels)
+    if not is_healthy_control(
+        app_id=app_id, version=version, seed=seed, index=index, share=healthy_share
+    ):
+        return LabelDraw(labels, drawn_level, False)
+    if level is None:
+        drawn_level = random.Random(f"{app_id}/v{version}/control/{seed}/{index}").choice(levels)
+    return LabelDraw((HEALTHY_LABEL,), drawn_level, True)
