@@ -79,34 +79,51 @@ def draw_labels(
     app_id: str,
     version: int,
     seed: int,
-    index: int,
+    count: int,
     level: int | None,
     levels: Sequence[int],
     healthy_share: float,
-) -> LabelDraw:
-    """Return the labels and level of query ``index`` of the batch of ``seed``, healthy
-    controls included (issue 14 item 2).
+) -> list[LabelDraw]:
+    """Return the labels and level of queries ``0 .. count-1`` of the batch of ``seed``,
+    healthy controls included (issue 14 item 2); element ``i`` is query ``i``.
 
-    The fault labels come from :func:`labels_at` and their level from ``level_of`` (the app's
-    lookup in ``table``, e.g. the paper's Table 5 for route, Table 6 for k8s). When
-    :func:`is_healthy_control` picks the index (``healthy_share`` of the batch), the labels
-    become ``(HEALTHY_LABEL,)``; its level stays ``level`` when one was asked for, and
-    otherwise is drawn from ``levels`` on its own stream ``(app_id, version, seed, index)``,
-    because controls sit at fixed strides and would else inherit the label order's levels.
-    Same arguments, same draw.
+    The fault labels of each index come from :func:`labels_at` and their level from
+    ``level_of`` (the app's lookup in ``table``: the paper's Table 5 for route, Table 6 for
+    k8s). When :func:`is_healthy_control` picks an index (``healthy_share`` of the batch), its
+    labels become ``(HEALTHY_LABEL,)``; its level is that of the labels it replaces (``level``
+    itself when one was asked for), and otherwise (``level`` None) is drawn from ``levels`` on
+    its own stream ``(app_id, version, seed, index)``, because controls sit at fixed strides
+    and would else inherit the label order's levels. An index's draw never depends on
+    ``count``; same arguments, same draws.
 
     Raises:
-        ValueError: ``healthy_share`` outside [0, 1].
+        ValueError: negative ``count``, ``level`` not in ``levels``, or ``healthy_share``
+            outside [0, 1].
         KeyError: ``level_of`` does not know the drawn labels.
     """
-    labels = labels_at(
-        table, app_id=app_id, version=version, seed=seed, index=index, level=level, levels=levels
-    )
-    drawn_level = level_of(labels)
-    if not is_healthy_control(
-        app_id=app_id, version=version, seed=seed, index=index, share=healthy_share
-    ):
-        return LabelDraw(labels, drawn_level, False)
-    if level is None:
-        drawn_level = random.Random(f"{app_id}/v{version}/control/{seed}/{index}").choice(levels)
-    return LabelDraw((HEALTHY_LABEL,), drawn_level, True)
+    if count < 0:
+        raise ValueError("count must be >= 0")
+    if level is not None and level not in levels:
+        raise ValueError(f"{app_id} has levels {levels}, not {level}")
+    draws = []
+    for index in range(count):
+        labels = labels_at(
+            table,
+            app_id=app_id,
+            version=version,
+            seed=seed,
+            index=index,
+            level=level,
+            levels=levels,
+        )
+        drawn_level = level_of(labels)
+        control = is_healthy_control(
+            app_id=app_id, version=version, seed=seed, index=index, share=healthy_share
+        )
+        if control:
+            labels = (HEALTHY_LABEL,)
+            if level is None:
+                stream = random.Random(f"{app_id}/v{version}/control/{seed}/{index}")
+                drawn_level = stream.choice(levels)
+        draws.append(LabelDraw(labels, drawn_level, control))
+    return draws

@@ -282,24 +282,20 @@ def generate_queries(
     Raises:
         ValueError: negative count or a level not in ``levels``.
     """
-    if count < 0:
-        raise ValueError("count must be >= 0")
-    if level is not None and level not in levels:
-        raise ValueError(f"k8s has levels {levels}, not {level}")
+    draws = draw_labels(
+        LEVEL_LABELS,
+        level_of=level_of,
+        app_id=app_id,
+        version=version,
+        seed=seed,
+        count=count,
+        level=level,
+        levels=levels,
+        healthy_share=healthy_share,
+    )
     text = prompt.render_prompt(max_steps)
     queries = []
-    for index in range(count):
-        labels, query_level, control = draw_labels(
-            LEVEL_LABELS,
-            level_of=level_of,
-            app_id=app_id,
-            version=version,
-            seed=seed,
-            index=index,
-            level=level,
-            levels=levels,
-            healthy_share=healthy_share,
-        )
+    for index, (labels, query_level, control) in enumerate(draws):
         if control:
             truth = healthy_ground_truth()
         else:

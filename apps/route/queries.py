@@ -43,23 +43,19 @@ def generate_queries(
     Raises:
         ValueError: negative count or a level not in ``levels``.
     """
-    if count < 0:
-        raise ValueError("count must be >= 0")
-    if level is not None and level not in levels:
-        raise ValueError(f"route has levels {levels}, not {level}")
+    draws = draw_labels(
+        LEVEL_LABELS,
+        level_of=level_of,
+        app_id=app_id,
+        version=version,
+        seed=seed,
+        count=count,
+        level=level,
+        levels=levels,
+        healthy_share=healthy_share,
+    )
     queries = []
-    for index in range(count):
-        labels, level_index, control = draw_labels(
-            LEVEL_LABELS,
-            level_of=level_of,
-            app_id=app_id,
-            version=version,
-            seed=seed,
-            index=index,
-            level=level,
-            levels=levels,
-            healthy_share=healthy_share,
-        )
+    for index, (labels, level_index, control) in enumerate(draws):
         rng = random.Random(f"route/v{version}/{seed}/{index}/{'+'.join(labels)}")
         truth = sample_ground_truth(
             () if control else labels, rng, level=level_index, switches=switches, hosts=hosts

@@ -29,14 +29,14 @@ def _level_of(labels: tuple[str, ...]) -> int:
     return next(level for level, combos in TABLE.items() if labels in combos)
 
 
-def _draw(index: int, *, level: int | None, share: float, seed: int = 5) -> LabelDraw:
+def _draws(count: int, *, level: int | None, share: float, seed: int = 5) -> list[LabelDraw]:
     return draw_labels(
         TABLE,
         level_of=_level_of,
         app_id="toy",
         version=1,
         seed=seed,
-        index=index,
+        count=count,
         level=level,
         levels=LEVELS,
         healthy_share=share,
@@ -45,15 +45,17 @@ def _draw(index: int, *, level: int | None, share: float, seed: int = 5) -> Labe
 
 @pytest.mark.parametrize("level", [None, 2])
 def test_without_controls_the_draw_is_the_label_order(level: int | None) -> None:
+    expected = []
     for index in range(30):
         labels = labels_at(
             TABLE, app_id="toy", version=1, seed=5, index=index, level=level, levels=LEVELS
         )
-        assert _draw(index, level=level, share=0.0) == (labels, _level_of(labels), False)
+        expected.append((labels, _level_of(labels), False))
+    assert _draws(30, level=level, share=0.0) == expected
 
 
 def test_controls_carry_the_healthy_label_and_the_asked_level() -> None:
-    draws = [_draw(index, level=None, share=0.25) for index in range(40)]
+    draws = _draws(40, level=None, share=0.25)
     controls = [d for d in draws if d.control]
     assert len(controls) == 10
     assert {d.labels for d in controls} == {(HEALTHY_LABEL,)}
@@ -62,10 +64,18 @@ def test_controls_carry_the_healthy_label_and_the_asked_level() -> None:
         is_healthy_control(app_id="toy", version=1, seed=5, index=i, share=0.25) for i in range(40)
     ]
     assert all(d.labels != (HEALTHY_LABEL,) for d in draws if not d.control)
-    assert {_draw(i, level=3, share=1.0).level for i in range(20)} == {3}
-    assert draws == [_draw(index, level=None, share=0.25) for index in range(40)]
+    assert {d.level for d in _draws(20, level=3, share=1.0)} == {3}
+    assert draws == _draws(40, level=None, share=0.25)
+    assert draws[:15] == _draws(15, level=None, share=0.25)  # an index never sees the count
+    assert _draws(0, level=None, share=0.25) == []
+
+
+@pytest.mark.parametrize(
+    ("count", "level", "share"), [(-1, None, 0.1), (3, 4, 0.1), (3, None, 1.5)]
+)
+def test_bad_arguments_are_refused(count: int, level: int | None, share: float) -> None:
     with pytest.raises(ValueError):
-        _draw(0, level=None, share=1.5)
+        _draws(count, level=level, share=share)
 
 
 #: SHA-256 of the JSON of ``generate(200, seed, level)`` (query ids left out: they are keyed
