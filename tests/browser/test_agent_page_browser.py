@@ -29,6 +29,7 @@ from evaluator.reference.agents import make_served_agent
 from evaluator.reference.server import build_asgi_app, serve_in_thread
 from submissions import services
 from submissions.models import Agent, AgentPreflight, Submission
+from tests.browser.helpers import log_in
 from tests.submissions.celery_worker import running_worker
 
 if TYPE_CHECKING:
@@ -152,10 +153,7 @@ def test_preflight_shows_live_then_gates_the_submission(
 
     user = User.objects.create_user("mia", "mia@example.org", PASSWORD)
     team_services.team_create(user=user, name="mia-team")
-    page.goto("/accounts/login/")
-    page.get_by_label("Username").fill("mia")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, "mia", PASSWORD)
 
     # a working endpoint: the result arrives by polling, on the same page load
     _register(page, name="steady", url=endpoints["good"], protocol="openai-chat")
