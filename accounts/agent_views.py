@@ -21,8 +21,8 @@ from accounts.agent_plots import score_over_time_figure
 from accounts.agent_selectors import agent_history, history_apps
 from accounts.forms_agents import AgentEditForm
 from submissions import preflight
-from submissions.errors import ServiceError
 from submissions.models import Agent, AgentPreflight
+from submissions.view_helpers import flash_service_call
 
 
 def _agent(agent_id: int) -> Agent:
@@ -32,6 +32,15 @@ def _agent(agent_id: int) -> Agent:
 def _is_member(request: HttpRequest, agent: Agent) -> bool:
     user = request.user
     return bool(user.is_authenticated and agent.team.members.filter(pk=user.pk).exists())
+
+
+def _member_agent(request: HttpRequest, agent_id: int) -> Agent:
+    """The agent when the user is a member of its team; 404 for everyone else (a missing and
+    a foreign agent look the same)."""
+    agent = _agent(agent_id)
+    if not _is_member(request, agent):
+        raise Http404("no such agent among your teams")
+    return agent
 
 
 def preflight_payload(run: AgentPreflight | None) -> dict[str, Any]:
@@ -82,9 +91,7 @@ def agent_page(request: HttpRequest, agent_id: int) -> HttpResponse:
 @require_GET
 def agent_preflight_json(request: HttpRequest, agent_id: int) -> JsonResponse:
     """The latest pre-flight as JSON (team members only; 404 for everyone else)."""
-    agent = _agent(agent_id)
-    if not _is_member(request, agent):
-        raise Http404("no such agent among your teams")
+    agent = _member_agent(request, agent_id)
     return JsonResponse(preflight_payload(preflight.preflight_latest(agent=agent)))
 
 
@@ -93,12 +100,11 @@ def agent_preflight_json(request: HttpRequest, agent_id: int) -> JsonResponse:
 def agent_preflight_view(request: HttpRequest, agent_id: int) -> HttpResponse:
     """Start a new pre-flight (team members only)."""
     agent = _agent(agent_id)
-    try:
-        preflight.preflight_start(agent=agent, actor=request.user)
-    except ServiceError as error:
-        messages.error(request, str(error))
-    else:
-        messages.success(request, "Pre-flight started.")
+    flash_service_call(
+        request,
+        lambda: preflight.preflight_start(agent=agent, actor=request.user),
+        success="Pre-flight started.",
+    )
     return redirect("agents:detail", agent_id=agent.pk)
 
 
@@ -106,25 +112,22 @@ def agent_preflight_view(request: HttpRequest, agent_id: int) -> HttpResponse:
 @require_POST
 def agent_edit_view(request: HttpRequest, agent_id: int) -> HttpResponse:
     """Change endpoint, model and (replace-only) API key; starts a new pre-flight."""
-    agent = _agent(agent_id)
-    if not _is_member(request, agent):
-        raise Http404("no such agent among your teams")
+    agent = _member_agent(request, agent_id)
     form = AgentEditForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data
-        try:
-            preflight.agent_update(
+        flash_service_call(
+            request,
+            lambda: preflight.agent_update(
                 agent=agent,
                 actor=request.user,
                 endpoint_url=data["endpoint_url"],
                 model_name=data["model_name"],
                 api_key=data["api_key"],
                 auth_header=data["auth_header"],
-            )
-        except ServiceError as error:
-            messages.error(request, str(error))
-        else:
-            messages.success(request, "Agent updated; a new pre-flight is running.")
+            ),
+            success="Agent updated; a new pre-flight is running.",
+        )
     else:
         for field_name, field_errors in form.errors.items():
             messages.error(request, f"{field_name}: {' '.join(str(e) for e in field_errors)}")

@@ -24,6 +24,7 @@ from submissions import preflight
 from submissions import services as submission_services
 from submissions.errors import ServiceError
 from submissions.models import AgentPreflight, Team
+from submissions.view_helpers import flash_service_call
 
 
 @require_http_methods(["GET", "POST"])
@@ -112,12 +113,12 @@ def member_remove_view(request: HttpRequest, team_id: int, user_id: int) -> Http
     """Remove a member (owners only)."""
     team = get_object_or_404(Team, pk=team_id)
     member = get_object_or_404(get_user_model(), pk=user_id)
-    try:
-        services.member_remove(team=team, by=request.user, member=member)  # type: ignore[arg-type]
-    except services.TeamError as error:
-        messages.error(request, str(error))
-    else:
-        messages.success(request, f"{member.get_username()} removed from {team.name}.")
+    flash_service_call(
+        request,
+        lambda: services.member_remove(team=team, by=request.user, member=member),  # type: ignore[arg-type]
+        success=f"{member.get_username()} removed from {team.name}.",
+        errors=(services.TeamError,),
+    )
     return redirect("accounts:team")
 
 

@@ -22,26 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from apps.route.app import RouteApp  # noqa: E402
 from evaluator.app import EmulatorError  # noqa: E402
 from evaluator.stats import wilson_interval  # noqa: E402
-from evaluator.types import JSON, Query  # noqa: E402
+from evaluator.testing import play_reference  # noqa: E402
+from evaluator.types import Query  # noqa: E402
 
 
 def _play(app: RouteApp, query: Query, agent: str) -> tuple[bool, bool, int]:
     """One episode of ``agent`` on ``query``: (correct, safe, steps)."""
-    with app.episode(query) as episode:
-        history: list[JSON] = [{"role": "user", "content": episode.reset()}]
-        for _ in range(app.max_steps):
-            if agent == "oracle":
-                reply = app.oracle_reply(query.ground_truth, history)
-            elif agent == "heuristic":
-                reply = app.heuristic_reply(history)
-            else:
-                reply = app.null_reply(history)
-            history.append({"role": "assistant", "content": reply})
-            result = episode.step(reply)
-            history.append({"role": "user", "content": result.observation})
-            if result.terminated or result.truncated:
-                break
-        verdict = episode.verdict()
+    verdict = play_reference(app, query, agent)
     return verdict.correct, verdict.safe, verdict.steps
 
 

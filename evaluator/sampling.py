@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 
 def labels_at(
@@ -55,3 +56,74 @@ def is_healthy_control(
         return False
     phase = random.Random(f"{app_id}/v{version}/controls/{seed}").random()
     return math.floor((index + 1) * share + phase) > math.floor(index * share + phase)
+
+
+class LabelDraw(NamedTuple):
+    """The labels and level of one query of a batch, as :func:`draw_labels` chose them.
+
+    Attributes:
+        labels: the query's fault labels, or ``(HEALTHY_LABEL,)`` for a healthy control.
+        level: the query's level (a key of the app's label table).
+        control: True for a healthy control (no fault is injected).
+    """
+
+    labels: tuple[str, ...]
+    level: int
+    control: bool
+
+
+def draw_labels(
+    table: Mapping[int, Sequence[tuple[str, ...]]],
+    *,
+    level_of: Callable[[tuple[str, ...]], int],
+    app_id: str,
+    version: int,
+    seed: int,
+    count: int,
+    level: int | None,
+    levels: Sequence[int],
+    healthy_share: float,
+) -> list[LabelDraw]:
+    """Return the labels and level of queries ``0 .. count-1`` of the batch of ``seed``,
+    healthy controls included (issue 14 item 2); element ``i`` is query ``i``.
+
+    The fault labels of each index come from :func:`labels_at` and their level from
+    ``level_of`` (the app's lookup in ``table``: the paper's Table 5 for route, Table 6 for
+    k8s). When :func:`is_healthy_control` picks an index (``healthy_share`` of the batch), its
+    labels become ``(HEALTHY_LABEL,)``; its level is that of the labels it replaces (``level``
+    itself when one was asked for), and otherwise (``level`` None) is drawn from ``levels`` on
+    its own stream ``(app_id, version, seed, index)``, because controls sit at fixed strides
+    and would else inherit the label order's levels. An index's draw never depends on
+    ``count``; same arguments, same draws.
+
+    Raises:
+        ValueError: negative ``count``, ``level`` not in ``levels``, or ``healthy_share``
+            outside [0, 1].
+        KeyError: ``level_of`` does not know the drawn labels.
+    """
+    if count < 0:
+        raise ValueError("count must be >= 0")
+    if level is not None and level not in levels:
+        raise ValueError(f"{app_id} has levels {levels}, not {level}")
+    draws = []
+    for index in range(count):
+        labels = labels_at(
+            table,
+            app_id=app_id,
+            version=version,
+            seed=seed,
+            index=index,
+            level=level,
+            levels=levels,
+        )
+        drawn_level = level_of(labels)
+        control = is_healthy_control(
+            app_id=app_id, version=version, seed=seed, index=index, share=healthy_share
+        )
+        if control:
+            labels = (HEALTHY_LABEL,)
+            if level is None:
+                stream = random.Random(f"{app_id}/v{version}/control/{seed}/{index}")
+                drawn_level = stream.choice(levels)
+        draws.append(LabelDraw(labels, drawn_level, control))
+    return draws

@@ -1,6 +1,8 @@
 """What tests of the engine and of new apps share: one scripted agent client, the toy apps and
 :func:`registered_app` (a throwaway app in the registry for the duration of a block).
 
+:func:`play_reference` plays one episode with a reference agent without a transport.
+
 The toy apps have no emulator and no dependency on MALT, route or k8s:
 
 - ``ToyApp`` is multi-turn with JSON replies: the secret word is hidden until the agent sends
@@ -77,6 +79,36 @@ class ScriptedClient(AgentClient):
         if isinstance(item, BaseException):
             raise item
         return AgentReply(item, self.latency_s)
+
+
+def play_reference(app: App, query: Query, agent: str) -> Verdict:
+    """Play one episode of ``query`` with a reference agent driven straight through the
+    episode API (no agent transport, no runner) and return the episode's verdict.
+
+    ``agent`` is ``"oracle"`` (``app.oracle_reply`` with the query's ground truth),
+    ``"heuristic"`` (``app.heuristic_reply``) or anything else for ``app.null_reply``. The
+    history the agent sees is the chat list the runner builds: the reset observation as the
+    first user message, then each reply and the observation that followed it; the episode
+    ends when a step terminates or truncates it, or after ``app.max_steps`` replies.
+
+    Raises:
+        Whatever the app's episode raises (e.g. ``EmulatorError`` when its emulator fails).
+    """
+    with app.episode(query) as episode:
+        history: list[JSON] = [{"role": "user", "content": episode.reset()}]
+        for _ in range(app.max_steps):
+            if agent == "oracle":
+                reply = app.oracle_reply(query.ground_truth, history)
+            elif agent == "heuristic":
+                reply = app.heuristic_reply(history) or ""  # as the served heuristic agent
+            else:
+                reply = app.null_reply(history)
+            history.append({"role": "assistant", "content": reply})
+            result = episode.step(reply)
+            history.append({"role": "user", "content": result.observation})
+            if result.terminated or result.truncated:
+                break
+        return episode.verdict()
 
 
 @contextmanager

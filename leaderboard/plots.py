@@ -176,6 +176,18 @@ def scatter_figure(*, app_id: str, rows: Sequence[Standing]) -> dict[str, Any]:
     }
 
 
+def _spider_layout(title: str) -> dict[str, Any]:
+    """Layout of a spider chart: 460 px high, radial axis 0-100 %, axes counter-clockwise."""
+    return _layout(
+        title,
+        460,
+        polar={
+            "radialaxis": {"range": [0, 100]},
+            "angularaxis": {"direction": "counterclockwise"},
+        },
+    )
+
+
 def _polar(axes: list[str], values: list[float | None], row: Standing, i: int) -> dict[str, Any]:
     """One closed polygon of a spider chart."""
     return {
@@ -206,14 +218,7 @@ def level_spider_figure(*, app_id: str, rows: Sequence[Standing]) -> dict[str, A
         data.append(_polar(axes, values, row, i))
     return {
         "data": data,
-        "layout": _layout(
-            f"{app_id}: correctness and safety per level (%)",
-            460,
-            polar={
-                "radialaxis": {"range": [0, 100]},
-                "angularaxis": {"direction": "counterclockwise"},
-            },
-        ),
+        "layout": _spider_layout(f"{app_id}: correctness and safety per level (%)"),
     }
 
 
@@ -231,17 +236,7 @@ def label_spider_figure(*, app_id: str, rows: Sequence[Standing]) -> dict[str, A
     for i, row in enumerate(rows):
         values = [_pct(row.labels[a].value) if a in row.labels else None for a in axes]
         data.append(_polar(axes, values, row, i))
-    return {
-        "data": data,
-        "layout": _layout(
-            f"{app_id}: correctness per label (%)",
-            460,
-            polar={
-                "radialaxis": {"range": [0, 100]},
-                "angularaxis": {"direction": "counterclockwise"},
-            },
-        ),
-    }
+    return {"data": data, "layout": _spider_layout(f"{app_id}: correctness per label (%)")}
 
 
 def board_figures(*, app_id: str, rows: Sequence[Standing]) -> dict[str, dict[str, Any]]:

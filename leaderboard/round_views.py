@@ -16,6 +16,7 @@ from submissions import services
 from submissions.errors import ServiceError
 from submissions.models import Round
 from submissions.round_selectors import round_get, round_progress, round_standings, rounds_list
+from submissions.view_helpers import flash_service_call
 
 
 def _round_or_404(number: int) -> Round:
@@ -94,10 +95,9 @@ def round_new_page(request: HttpRequest) -> HttpResponse:
 def round_close_view(request: HttpRequest, number: int) -> HttpResponse:
     """Staff: close a finished round; its seed and salt become public."""
     evaluation_round = _round_or_404(number)
-    try:
-        services.round_close(round_id=evaluation_round.pk)
-    except ServiceError as error:
-        messages.error(request, str(error))
-    else:
-        messages.success(request, f"Closed {evaluation_round}: seed and salt are public.")
+    flash_service_call(
+        request,
+        lambda: services.round_close(round_id=evaluation_round.pk),
+        success=f"Closed {evaluation_round}: seed and salt are public.",
+    )
     return redirect("leaderboard:round", number=number)

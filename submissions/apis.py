@@ -288,27 +288,12 @@ class InfraFailureSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class EpisodeSerializer(serializers.ModelSerializer[EpisodeRecord]):
-    """The public columns of an episode (never the query, its ground truth or a transcript)."""
+    """The public columns of an episode (never the query, its ground truth or a transcript):
+    ``selectors.PUBLIC_EPISODE_FIELDS``, as on the submission page."""
 
     class Meta:
         model = EpisodeRecord
-        fields = [
-            "id",
-            "app_id",
-            "index",
-            "query_id",
-            "level",
-            "label",
-            "status",
-            "correct",
-            "safe",
-            "latency_s",
-            "agent_s",
-            "steps",
-            "changed_state",
-            "blast_radius",
-            "failure",
-        ]
+        fields = list(selectors.PUBLIC_EPISODE_FIELDS)
         read_only_fields = fields
 
 

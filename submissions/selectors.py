@@ -347,8 +347,13 @@ def standings(*, app_id: str, round_number: int | None = None) -> list[Standing]
     return standings_page(app_id=app_id, round_number=round_number).rows
 
 
-#: Episode columns that are public (everything but the query with its hidden ground truth and
-#: the transcript).
+#: Episode columns that are public: the query's identity (id, level, label, never the query
+#: itself) and the verdict with its measures (correctness, safety, times, steps, whether and how
+#: much the agent changed the state, the failure kind). Never ``query`` (it holds the hidden
+#: ground truth), ``transcript`` or ``replay`` (the agent's replies: owner team and staff only,
+#: and only once closed), nor ``details`` (text details can name expected values; see
+#: ``submissions.episode_selectors``). The submission page and both episode listings of the API
+#: (``submissions.apis``) show exactly these.
 PUBLIC_EPISODE_FIELDS = (
     "id",
     "app_id",
@@ -360,7 +365,10 @@ PUBLIC_EPISODE_FIELDS = (
     "correct",
     "safe",
     "latency_s",
+    "agent_s",
     "steps",
+    "changed_state",
+    "blast_radius",
     "failure",
 )
 

@@ -3,17 +3,16 @@ and the Cancel button's POST. The page itself is ``leaderboard.views.submission_
 
 from __future__ import annotations
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from submissions import services
-from submissions.errors import ServiceError
 from submissions.models import Submission
 from submissions.progress import submission_progress
 from submissions.selectors import submission_get
+from submissions.view_helpers import flash_service_call
 
 
 def _submission_or_404(submission_id: int) -> Submission:
@@ -37,10 +36,9 @@ def submission_progress_json(request: HttpRequest, submission_id: int) -> JsonRe
 def submission_cancel_view(request: HttpRequest, submission_id: int) -> HttpResponse:
     """Cancel an open submission (team members; staff for rounds); back to its page."""
     submission = _submission_or_404(submission_id)
-    try:
-        services.submission_cancel(submission=submission, actor=request.user)
-    except ServiceError as error:
-        messages.error(request, str(error))
-    else:
-        messages.success(request, f"Submission {submission.pk} cancelled.")
+    flash_service_call(
+        request,
+        lambda: services.submission_cancel(submission=submission, actor=request.user),
+        success=f"Submission {submission.pk} cancelled.",
+    )
     return redirect("leaderboard:submission", submission_id=submission.pk)

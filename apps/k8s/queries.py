@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from evaluator.sampling import HEALTHY_LABEL, is_healthy_control, labels_at
+from evaluator.sampling import draw_labels
 from evaluator.types import Query
 
 from apps.k8s import manifests, prompt
@@ -275,38 +275,28 @@ def generate_queries(
 ) -> list[Query]:
     """Return ``count`` k8s queries for ``seed`` (see :meth:`apps.k8s.app.K8sApp.generate`).
 
-    ``healthy_share`` of them (:func:`evaluator.sampling.is_healthy_control`) are healthy
+    ``healthy_share`` of them (:func:`evaluator.sampling.draw_labels`) are healthy
     controls: label ``HEALTHY``, the healthy policy set, no fault, ``"healthy": True`` in the
     ground truth, and the same prompt as every other query.
 
     Raises:
         ValueError: negative count or a level not in ``levels``.
     """
-    if count < 0:
-        raise ValueError("count must be >= 0")
-    if level is not None and level not in levels:
-        raise ValueError(f"k8s has levels {levels}, not {level}")
+    draws = draw_labels(
+        LEVEL_LABELS,
+        level_of=level_of,
+        app_id=app_id,
+        version=version,
+        seed=seed,
+        count=count,
+        level=level,
+        levels=levels,
+        healthy_share=healthy_share,
+    )
     text = prompt.render_prompt(max_steps)
     queries = []
-    for index in range(count):
-        labels = labels_at(
-            LEVEL_LABELS,
-            app_id=app_id,
-            version=version,
-            seed=seed,
-            index=index,
-            level=level,
-            levels=levels,
-        )
-        query_level = level_of(labels)
-        if is_healthy_control(
-            app_id=app_id, version=version, seed=seed, index=index, share=healthy_share
-        ):
-            labels = (HEALTHY_LABEL,)
-            if level is None:  # controls sit at fixed strides: draw their level on its own
-                query_level = random.Random(f"k8s/v{version}/control/{seed}/{index}").choice(
-                    levels
-                )
+    for index, (labels, query_level, control) in enumerate(draws):
+        if control:
             truth = healthy_ground_truth()
         else:
             rng = random.Random(f"k8s/v{version}/{seed}/{index}/{'+'.join(labels)}")

@@ -37,7 +37,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 #: Longest accepted command (characters).
@@ -95,6 +95,71 @@ def _refuse_keywords(tool: str, words: Sequence[str], keywords: dict[str, str]) 
             abbreviation = "-" not in keyword and len(word) >= 3 and keyword.startswith(word)
             if word == keyword or abbreviation:
                 raise CommandRefusedError(f"{tool} {keyword} is not allowed here ({why})")
+
+
+def _iproute_options(
+    tool: str,
+    args: list[str],
+    *,
+    allowed: Mapping[str, Callable[[str], bool] | None],
+    refused: Mapping[str, str],
+    known: Sequence[str],
+    listing: str,
+    value_hint: str = "",
+) -> int:
+    """Check the global options of iproute2's ``ip`` or ``tc`` that lead ``args``; return the
+    index of the first word that is not an option (the object).
+
+    Options must be written in full (a leading ``--`` reads as ``-``) and be a key of
+    ``allowed``, whose value checks the option's argument (None: the option takes none);
+    ``refused`` maps options refused outright to the reason shown; ``known`` is the tool's
+    own option table in lookup order, only to say what an abbreviation would have meant;
+    ``listing`` names the allowed options in the refusal, and ``value_hint`` the values of an
+    option whose argument is missing or refused.
+
+    Raises:
+        CommandRefusedError: ``--``, a refused, unknown or abbreviated option, or a missing or
+            refused option argument.
+    """
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        word = args[i]
+        opt = word[1:] if word.startswith("--") else word
+        i += 1
+        if word == "--":
+            raise CommandRefusedError(f"{tool}: '--' is not allowed here")
+        if opt in refused:
+            raise CommandRefusedError(f"{tool} {opt} is not allowed here ({refused[opt]})")
+        if opt not in allowed:
+            meant = _first_prefix_match(opt, known)
+            hint = f" ({tool} would read it as {meant})" if meant and meant != opt else ""
+            raise CommandRefusedError(
+                f"{tool} {word} is not allowed here: options must be one of {listing}, "
+                f"written in full{hint}"
+            )
+        validator = allowed[opt]
+        if validator is not None:
+            if i >= len(args) or not validator(args[i]):
+                raise CommandRefusedError(f"{tool} {word} needs one of {value_hint}")
+            i += 1
+    return i
+
+
+def _check_iproute_operands(tool: str, obj: str, rest: list[str], keywords: dict[str, str]) -> None:
+    """Check the words after ``tool obj``'s sub-command (``rest[0]``, checked by the caller):
+    no refused keyword (:func:`_refuse_keywords`, over all of ``rest``), no option, and only
+    plain operands (:func:`_check_operand`).
+
+    Raises:
+        CommandRefusedError: the first word that breaks a rule.
+    """
+    _refuse_keywords(tool, rest, keywords)
+    for word in rest[1:]:
+        if word.startswith("-") and len(word) > 1:
+            raise CommandRefusedError(
+                f"{tool} {obj}: option {word!r} is not allowed after the object"
+            )
+        _check_operand(f"{tool} {obj}", word)
 
 
 @dataclass(frozen=True)
@@ -333,28 +398,15 @@ _IP_REFUSED_KEYWORDS = {
 
 
 def _check_ip(args: list[str]) -> None:
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        word = args[i]
-        opt = word[1:] if word.startswith("--") else word
-        i += 1
-        if word == "--":
-            raise CommandRefusedError("ip: '--' is not allowed here")
-        if opt in _IP_REFUSED_OPTIONS:
-            raise CommandRefusedError(f"ip {opt} is not allowed here ({_IP_REFUSED_OPTIONS[opt]})")
-        if opt not in IP_OPTIONS:
-            meant = _first_prefix_match(opt, _IP_ALL_OPTIONS)
-            hint = f" (ip would read it as {meant})" if meant and meant != opt else ""
-            raise CommandRefusedError(
-                f"ip {word} is not allowed here: options must be one of "
-                f"{', '.join(k for k in IP_OPTIONS if len(k) > 3)} (or their short forms), "
-                f"written in full{hint}"
-            )
-        validator = IP_OPTIONS[opt]
-        if validator is not None:
-            if i >= len(args) or not validator(args[i]):
-                raise CommandRefusedError(f"ip {word} needs one of inet, inet6, link, bridge, mpls")
-            i += 1
+    i = _iproute_options(
+        "ip",
+        args,
+        allowed=IP_OPTIONS,
+        refused=_IP_REFUSED_OPTIONS,
+        known=_IP_ALL_OPTIONS,
+        listing=f"{', '.join(k for k in IP_OPTIONS if len(k) > 3)} (or their short forms)",
+        value_hint="inet, inet6, link, bridge, mpls",
+    )
     if i >= len(args):
         raise CommandRefusedError("ip needs an object, e.g. ip addr show")
     word = args[i]
@@ -378,11 +430,7 @@ def _check_ip(args: list[str]) -> None:
                 f"ip {obj} {verb} is not allowed here: sub-commands must be written in full, "
                 f"one of {allowed}"
             )
-    _refuse_keywords("ip", rest, _IP_REFUSED_KEYWORDS)
-    for word in rest[1:]:
-        if word.startswith("-") and len(word) > 1:
-            raise CommandRefusedError(f"ip {obj}: option {word!r} is not allowed after the object")
-        _check_operand(f"ip {obj}", word)
+    _check_iproute_operands("ip", obj, rest, _IP_REFUSED_KEYWORDS)
 
 
 # tc --------------------------------------------------------------------------------------
@@ -439,22 +487,14 @@ _TC_REFUSED_KEYWORDS = {
 
 
 def _check_tc(args: list[str]) -> None:
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        word = args[i]
-        opt = word[1:] if word.startswith("--") else word
-        i += 1
-        if word == "--":
-            raise CommandRefusedError("tc: '--' is not allowed here")
-        if opt in _TC_REFUSED_OPTIONS:
-            raise CommandRefusedError(f"tc {opt} is not allowed here ({_TC_REFUSED_OPTIONS[opt]})")
-        if opt not in TC_OPTIONS:
-            meant = _first_prefix_match(opt, _TC_ALL_OPTIONS)
-            hint = f" (tc would read it as {meant})" if meant and meant != opt else ""
-            raise CommandRefusedError(
-                f"tc {word} is not allowed here: options must be one of "
-                f"{', '.join(sorted(TC_OPTIONS))}, written in full{hint}"
-            )
+    i = _iproute_options(
+        "tc",
+        args,
+        allowed=dict.fromkeys(TC_OPTIONS),
+        refused=_TC_REFUSED_OPTIONS,
+        known=_TC_ALL_OPTIONS,
+        listing=", ".join(sorted(TC_OPTIONS)),
+    )
     if i >= len(args):
         raise CommandRefusedError("tc needs an object, e.g. tc qdisc show")
     word = args[i]
@@ -474,11 +514,7 @@ def _check_tc(args: list[str]) -> None:
             f"tc {obj} {rest[0]} is not allowed here: sub-commands must be written in full, "
             f"one of {allowed}"
         )
-    _refuse_keywords("tc", rest, _TC_REFUSED_KEYWORDS)
-    for word in rest[1:]:
-        if word.startswith("-") and len(word) > 1:
-            raise CommandRefusedError(f"tc {obj}: option {word!r} is not allowed after the object")
-        _check_operand(f"tc {obj}", word)
+    _check_iproute_operands("tc", obj, rest, _TC_REFUSED_KEYWORDS)
 
 
 # getopt tools ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from evaluator.sampling import HEALTHY_LABEL, is_healthy_control, labels_at
+from evaluator.sampling import draw_labels
 from evaluator.types import Query
 
 from apps.route.faults import LEVEL_LABELS, level_of, sample_ground_truth
@@ -36,38 +36,26 @@ def generate_queries(
     ``switches``/``hosts`` are inclusive ranges of the subnet count and hosts per subnet (None:
     the level's, :data:`apps.route.faults.LEVEL_SHAPES`); ``max_steps`` is the step budget the
     prompt announces. ``healthy_share`` of the queries (chosen by
-    :func:`evaluator.sampling.is_healthy_control`) are healthy controls: label ``HEALTHY``, the
+    :func:`evaluator.sampling.draw_labels`) are healthy controls: label ``HEALTHY``, the
     level's topology and distractors, no fault, ``ground_truth["healthy"] = True``, and the
     same prompt as every other query.
 
     Raises:
         ValueError: negative count or a level not in ``levels``.
     """
-    if count < 0:
-        raise ValueError("count must be >= 0")
-    if level is not None and level not in levels:
-        raise ValueError(f"route has levels {levels}, not {level}")
+    draws = draw_labels(
+        LEVEL_LABELS,
+        level_of=level_of,
+        app_id=app_id,
+        version=version,
+        seed=seed,
+        count=count,
+        level=level,
+        levels=levels,
+        healthy_share=healthy_share,
+    )
     queries = []
-    for index in range(count):
-        labels = labels_at(
-            LEVEL_LABELS,
-            app_id=app_id,
-            version=version,
-            seed=seed,
-            index=index,
-            level=level,
-            levels=levels,
-        )
-        level_index = level_of(labels)
-        control = is_healthy_control(
-            app_id=app_id, version=version, seed=seed, index=index, share=healthy_share
-        )
-        if control:
-            labels = (HEALTHY_LABEL,)
-            if level is None:  # controls sit at fixed strides: draw their level on its own
-                level_index = random.Random(f"route/v{version}/control/{seed}/{index}").choice(
-                    levels
-                )
+    for index, (labels, level_index, control) in enumerate(draws):
         rng = random.Random(f"route/v{version}/{seed}/{index}/{'+'.join(labels)}")
         truth = sample_ground_truth(
             () if control else labels, rng, level=level_index, switches=switches, hosts=hosts

@@ -9,6 +9,7 @@ Use :func:`make_client` to build the client of a registered agent::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from evaluator.agents.a2a import A2AClient
 from evaluator.agents.base import AgentClient, AgentError, AgentReply
@@ -69,30 +70,15 @@ def make_client(
         OutboundGuard().check_syntax(url)
     except RefusedAddressError as exc:
         raise ValueError(str(exc)) from None
+    options: dict[str, Any] = {
+        "api_key": api_key,
+        "timeout_s": timeout_s,
+        "allowed_networks": allowed_networks,
+        "max_response_bytes": max_response_bytes,
+        "headers": headers,
+    }
     if protocol == "openai-chat":
-        return OpenAIChatClient(
-            url,
-            model=model,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            allowed_networks=allowed_networks,
-            max_response_bytes=max_response_bytes,
-            headers=headers,
-        )
+        return OpenAIChatClient(url, model=model, **options)
     if protocol == "a2a":
-        return A2AClient(
-            url,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            allowed_networks=allowed_networks,
-            max_response_bytes=max_response_bytes,
-            headers=headers,
-        )
-    return HttpJsonClient(
-        url,
-        api_key=api_key,
-        timeout_s=timeout_s,
-        allowed_networks=allowed_networks,
-        max_response_bytes=max_response_bytes,
-        headers=headers,
-    )
+        return A2AClient(url, **options)
+    return HttpJsonClient(url, **options)

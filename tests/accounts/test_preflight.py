@@ -90,19 +90,27 @@ def _checks(run: AgentPreflight) -> dict[str, dict[str, Any]]:
     return {check["name"]: check for check in run.checks}
 
 
+def _reference_agent(
+    url: str, *, name: str = "n", protocol: str = "http-json", kind: str = "null", **extra: Any
+) -> Agent:
+    """A reference agent (its own team "ref") of ``kind`` served at ``url``."""
+    return Agent.objects.create(
+        team=Team.objects.create(name="ref"),
+        name=name,
+        endpoint_url=url,
+        protocol=protocol,
+        reference_kind=kind,
+        **extra,
+    )
+
+
 @pytest.mark.parametrize(
     ("kind", "protocol"),
     [("null", "http-json"), ("null", "openai-chat"), ("null", "a2a"), ("oracle", "http-json")],
 )
 def test_reference_agents_pass_every_check(reference_server, kind: str, protocol: str) -> None:
     server = reference_server(kind, protocol)
-    agent = Agent.objects.create(
-        team=Team.objects.create(name="ref"),
-        name=f"{kind}-{protocol}",
-        endpoint_url=server.url,
-        protocol=protocol,
-        reference_kind=kind,
-    )
+    agent = _reference_agent(server.url, name=f"{kind}-{protocol}", protocol=protocol, kind=kind)
     run = _run(agent)
     assert [c["name"] for c in run.checks] == CHECK_NAMES
     assert run.status == "passed", run.checks
@@ -119,14 +127,7 @@ def test_reference_agents_pass_every_check(reference_server, kind: str, protocol
 
 def test_only_the_agents_apps_get_a_canary(reference_server) -> None:
     server = reference_server("null", "http-json")
-    agent = Agent.objects.create(
-        team=Team.objects.create(name="ref"),
-        name="n",
-        endpoint_url=server.url,
-        protocol="http-json",
-        reference_kind="null",
-        apps=[app_ids()[-1]],
-    )
+    agent = _reference_agent(server.url, apps=[app_ids()[-1]])
     run = _run(agent)
     canaries = [c["name"] for c in run.checks if c["name"].startswith("canary:")]
     assert canaries == [f"canary:{app_ids()[-1]}"] and run.status == "passed"
@@ -269,13 +270,7 @@ def test_openai_server_without_a_model_list_fails_protocol(hostile, team_on_loop
 
 def test_an_internal_error_closes_the_preflight_as_failed(reference_server, monkeypatch) -> None:
     server = reference_server("null", "http-json")
-    agent = Agent.objects.create(
-        team=Team.objects.create(name="ref"),
-        name="n",
-        endpoint_url=server.url,
-        protocol="http-json",
-        reference_kind="null",
-    )
+    agent = _reference_agent(server.url)
 
     def explode(agent: Agent, app_id: str) -> None:
         raise RuntimeError("boom")

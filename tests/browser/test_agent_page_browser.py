@@ -13,10 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,9 +21,7 @@ from typing import TYPE_CHECKING, Any
 from unittest import mock
 
 import pytest
-from django.conf import settings as django_settings
 from django.contrib.auth.models import User
-from django.db import connection
 
 from accounts import services as team_services
 from evaluator.agents import LOOPBACK_NETWORKS
@@ -34,13 +29,13 @@ from evaluator.reference.agents import make_served_agent
 from evaluator.reference.server import build_asgi_app, serve_in_thread
 from submissions import services
 from submissions.models import Agent, AgentPreflight, Submission
-from tests.conftest import require
+from tests.browser.helpers import log_in
+from tests.submissions.celery_worker import running_worker
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "orbit-Lantern-42"
 #: How long the page may take to show a finished pre-flight (worker start excluded).
 PREFLIGHT_WAIT_MS = 60_000
@@ -63,25 +58,6 @@ from celery.bin.celery import main
 sys.argv = ["celery", *sys.argv[1:]]
 main()
 """
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    user = db["USER"] or "postgres"
-    return f"postgres://{user}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-
-
-def _broker_url() -> str:
-    url = str(django_settings.CELERY_BROKER_URL)
-    try:
-        import redis
-
-        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
-    except Exception as exc:  # noqa: BLE001
-        require(False, f"no Redis at {url} ({exc}); run scripts/services.sh start redis")
-    return url
 
 
 class _Nonsense(BaseHTTPRequestHandler):
@@ -136,7 +112,6 @@ def worker(
     tmp_path: Path, endpoints: dict[str, str], settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[None]:
     """A Celery worker on the control queue, sharing the test database and the broker."""
-    broker = _broker_url()
     ports = sorted(
         {
             *settings.NETARENA["AGENT_PORTS"],
@@ -149,55 +124,15 @@ def worker(
     )
     queue = f"control-a10-{os.getpid()}"
     monkeypatch.setattr("submissions.preflight.CONTROL_QUEUE", queue)
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=_database_url(),
-        CELERY_BROKER_URL=broker,
-        CELERY_RESULT_BACKEND=broker,
-        NETARENA_AGENT_PORTS=",".join(str(p) for p in ports),
-    )
-    node = f"a10-preflight-{os.getpid()}"
-    log_path = tmp_path / "worker.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                WORKER_BOOT,
-                "-A",
-                "config",
-                "worker",
-                "-Q",
-                queue,
-                "-P",
-                "solo",
-                "--loglevel",
-                "INFO",
-                "-n",
-                f"{node}@%h",
-                "--without-heartbeat",
-                "--without-mingle",
-                "--without-gossip",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    from config.celery import app
-
-    deadline = time.monotonic() + 60
-    while not app.control.ping(timeout=1.0, destination=[f"{node}@{os.uname().nodename}"]):
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail("celery worker did not start:\n" + log_path.read_text()[-3000:])
-    yield
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
+    with running_worker(
+        f"a10-preflight-{os.getpid()}",
+        queues=queue,
+        log_path=tmp_path / "worker.log",
+        env={"NETARENA_AGENT_PORTS": ",".join(str(p) for p in ports)},
+        pool="solo",
+        boot=WORKER_BOOT,
+    ):
+        yield
 
 
 def _register(page: Page, *, name: str, url: str, protocol: str) -> None:
@@ -218,10 +153,7 @@ def test_preflight_shows_live_then_gates_the_submission(
 
     user = User.objects.create_user("mia", "mia@example.org", PASSWORD)
     team_services.team_create(user=user, name="mia-team")
-    page.goto("/accounts/login/")
-    page.get_by_label("Username").fill("mia")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, "mia", PASSWORD)
 
     # a working endpoint: the result arrives by polling, on the same page load
     _register(page, name="steady", url=endpoints["good"], protocol="openai-chat")

@@ -16,6 +16,7 @@ from accounts import services
 from evaluator.registry import app_ids
 from submissions.crypto import decrypt_secret
 from submissions.models import Agent, AgentPreflight, Submission
+from tests.browser.helpers import log_in
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -29,10 +30,7 @@ def test_register_agent_then_submit_it(page: Page) -> None:
 
     user = User.objects.create_user("mia", "mia@example.org", PASSWORD)
     services.team_create(user=user, name="mia-team")
-    page.goto("/accounts/login/")
-    page.get_by_label("Username").fill("mia")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, "mia", PASSWORD)
 
     page.get_by_role("link", name="Register an agent").click()
     page.get_by_label("Team").select_option(label="mia-team")

@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from evaluator.testing import GuessApp, ScriptedClient, registered_app
 from submissions import services
 from submissions.models import EpisodeRecord, Round, Submission, Team
+from tests.browser.helpers import log_in
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -31,10 +32,7 @@ def test_admin_starts_watches_and_closes_a_round(page: Page, monkeypatch) -> Non
                 team=team, name=name, endpoint_url="https://93.184.215.14/a",
                 protocol="http-json", apps=["guess"],
             )  # fmt: skip
-        page.goto("/accounts/login/")
-        page.get_by_label("Username").fill("admin")
-        page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Log in").click()
+        log_in(page, "admin", PASSWORD)
         page.get_by_role("navigation").get_by_role("link", name="Rounds").click()
         with mock.patch("submissions.services._send_task"):
             page.get_by_role("link", name="Start a round").click()

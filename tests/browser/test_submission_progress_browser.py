@@ -17,6 +17,7 @@ from django.contrib.auth.models import User
 from accounts import services as account_services
 from submissions.models import Agent, EpisodeRecord, Submission
 from submissions.reference_agents import serve_reference_agent
+from tests.browser.helpers import log_in
 from tests.submissions.celery_worker import broker_url, start_worker, stop_worker
 
 if TYPE_CHECKING:
@@ -66,10 +67,7 @@ def test_progress_reaches_the_end_without_reload_and_cancel(page: Page, tmp_path
                 protocol="http-json",
                 reference_kind="oracle",
             )
-        page.goto("/accounts/login/")
-        page.get_by_label("Username").fill("noor")
-        page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Log in").click()
+        log_in(page, "noor", PASSWORD)
 
         submission_id = _submit(page, "noor-team/oracle-bot", "malt")
         page.evaluate("window.__notReloaded = true")

@@ -3,11 +3,14 @@ database shared with the worker through ``DATABASE_URL``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -40,46 +43,71 @@ def broker_url() -> str:
 
 
 def start_worker(
-    name: str, *, queues: str, log_path: Path, env: dict[str, str], concurrency: int = 1
+    name: str,
+    *,
+    queues: str,
+    log_path: Path,
+    env: dict[str, str],
+    concurrency: int = 1,
+    pool: str | None = None,
+    boot: str | None = None,
+    start_timeout_s: float = 60.0,
 ) -> subprocess.Popen[bytes]:
     """Start ``celery worker`` named ``name@host`` in its own process group and wait until it
-    answers a ping (at most 60 s; fails the test with the worker's log otherwise)."""
+    answers a ping (at most ``start_timeout_s`` seconds; fails the test with the worker's log
+    otherwise).
+
+    ``queues`` is Celery's comma-separated ``-Q`` list; ``env`` is added to this process's
+    environment after the test database (``DATABASE_URL``) and the broker; the worker's output
+    is appended to ``log_path``. ``pool`` is Celery's ``-P`` (``"solo"``: tasks run in the
+    worker process itself); default Celery's own. ``boot``, when given, is Python source run as
+    the worker program (``python -c boot <celery arguments>``) instead of the ``celery``
+    command: it must end by calling Celery's command line with ``sys.argv[1:]``, and lets a
+    test patch the worker process (e.g. through ``celery.signals.worker_init``) before it runs
+    a task.
+    """
     full_env = dict(os.environ)
     broker = broker_url()
     full_env.update(
         DATABASE_URL=database_url(), CELERY_BROKER_URL=broker, CELERY_RESULT_BACKEND=broker
     )
     full_env.update(env)
-    log = log_path.open("ab")
-    process = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "celery"),  # the running interpreter's venv
-            "-A",
-            "config",
-            "worker",
-            "-Q",
-            queues,
-            "--concurrency",
-            str(concurrency),
-            "--prefetch-multiplier",
-            "1",
-            "--loglevel",
-            "INFO",
-            "-n",
-            f"{name}@%h",
-            "--without-heartbeat",
-            "--without-mingle",
-            "--without-gossip",
-        ],
-        cwd=ROOT,
-        env=full_env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    if boot is None:
+        program = [str(Path(sys.executable).parent / "celery")]  # the running interpreter's venv
+    else:
+        program = [sys.executable, "-c", boot]
+    pool_args = [] if pool is None else ["-P", pool]
+    with log_path.open("ab") as log:  # the worker keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [
+                *program,
+                "-A",
+                "config",
+                "worker",
+                "-Q",
+                queues,
+                *pool_args,
+                "--concurrency",
+                str(concurrency),
+                "--prefetch-multiplier",
+                "1",
+                "--loglevel",
+                "INFO",
+                "-n",
+                f"{name}@%h",
+                "--without-heartbeat",
+                "--without-mingle",
+                "--without-gossip",
+            ],
+            cwd=ROOT,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     from config.celery import app
 
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + start_timeout_s
     while not app.control.ping(timeout=1.0, destination=[f"{name}@{os.uname().nodename}"]):
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
@@ -87,13 +115,27 @@ def start_worker(
     return process
 
 
-def stop_worker(process: subprocess.Popen[bytes]) -> None:
-    """Stop a worker started by :func:`start_worker` (its whole process group)."""
+def stop_worker(process: subprocess.Popen[bytes], *, timeout_s: float = 20.0) -> None:
+    """Stop a worker started by :func:`start_worker`: SIGTERM (a warm shutdown), then after
+    ``timeout_s`` seconds SIGKILL to its whole process group."""
     if process.poll() is not None:
         return
     process.terminate()
     try:
-        process.wait(timeout=20)
+        process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, 9)
         process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def running_worker(
+    name: str, *, stop_timeout_s: float = 20.0, **options: Any
+) -> Iterator[subprocess.Popen[bytes]]:
+    """:func:`start_worker` (``options`` are its keyword arguments) for the ``with`` block,
+    :func:`stop_worker` after it, also when the block raises."""
+    process = start_worker(name, **options)
+    try:
+        yield process
+    finally:
+        stop_worker(process, timeout_s=stop_timeout_s)

@@ -9,103 +9,38 @@ import contextlib
 import io
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from django.conf import settings
 from django.core.management import call_command
-from django.db import connection
 
 from submissions.models import EpisodeRecord, Submission
 from submissions.reference_agents import register_reference_agent, serve_reference_agent
 from submissions.selectors import standings
 from submissions.services import round_create
 from tests.conftest import require, require_tool
+from tests.submissions.celery_worker import running_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    user = db["USER"] or "postgres"
-    return f"postgres://{user}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-
-
-def _broker_url() -> str:
-    url = os.environ.get("CELERY_BROKER_URL", settings.CELERY_BROKER_URL)
-    try:
-        import redis
-
-        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
-    except Exception as exc:  # noqa: BLE001
-        require(False, f"no Redis at {url} ({exc}); run scripts/services.sh start redis")
-    return url
 
 
 @contextlib.contextmanager
 def _celery_worker(tmp_path: Path, queues: str) -> Iterator[Path]:
     """A Celery worker process on the test database and the real broker, taking ``queues``;
     yields the oracle vault directory."""
-    broker = _broker_url()
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=_database_url(),
-        CELERY_BROKER_URL=broker,
-        CELERY_RESULT_BACKEND=broker,
-        NETARENA_ORACLE_VAULT_DIR=str(tmp_path / "vault"),
-    )
-    log = (tmp_path / "worker.log").open("wb")
-    process = subprocess.Popen(
-        [
-            str(ROOT / ".venv" / "bin" / "celery"),
-            "-A",
-            "config",
-            "worker",
-            "-Q",
-            queues,
-            "--concurrency",
-            "2",
-            "--loglevel",
-            "INFO",
-            "-n",
-            f"e2e-{os.getpid()}@%h",
-            "--without-heartbeat",
-            "--without-mingle",
-            "--without-gossip",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    from config.celery import app
-
-    deadline = time.monotonic() + 120
-    while not app.control.ping(
-        timeout=1.0, destination=[f"e2e-{os.getpid()}@{os.uname().nodename}"]
+    with running_worker(
+        f"e2e-{os.getpid()}",
+        queues=queues,
+        log_path=tmp_path / "worker.log",
+        env={"NETARENA_ORACLE_VAULT_DIR": str(tmp_path / "vault")},
+        concurrency=2,
+        start_timeout_s=120,
+        stop_timeout_s=30,
     ):
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(
-                "celery worker did not start:\n" + (tmp_path / "worker.log").read_text()[-3000:]
-            )
-    try:
         yield tmp_path / "vault"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 @pytest.fixture

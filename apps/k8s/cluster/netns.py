@@ -192,13 +192,7 @@ def _in_netns(netns: str, func: Callable[[], T]) -> T:
 
     def target() -> None:
         try:
-            fd = os.open(NETNS_DIR / netns, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                if _libc.setns(fd, CLONE_NEWNET) != 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"setns({netns}): {os.strerror(err)}")
-            finally:
-                os.close(fd)
+            join_netns(netns)  # this thread only; it ends with ``func``
             result.append(func())
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller thread
             error.append(exc)

@@ -20,7 +20,7 @@ from apps.k8s.namespace import NAMESPACE_PREFIX
 from apps.k8s.queries import LEVEL_LABELS
 from evaluator import evaluation
 from evaluator.sampling import HEALTHY_LABEL
-from evaluator.testing import ScriptedClient
+from evaluator.testing import ScriptedClient, play_reference
 from evaluator.types import INFRASTRUCTURE_CATEGORY, Query, Verdict
 from tests.apps.k8s.conftest import kubectl
 
@@ -35,21 +35,7 @@ def app(cluster: Cluster) -> K8sApp:
 
 def run_agent(app: K8sApp, query: Query, agent: str) -> Verdict:
     """Run one episode with a reference agent; return its verdict."""
-    with app.episode(query) as episode:
-        history = [{"role": "user", "content": episode.reset()}]
-        for _ in range(app.max_steps):
-            if agent == "oracle":
-                reply = app.oracle_reply(query.ground_truth, history)
-            elif agent == "heuristic":
-                reply = app.heuristic_reply(history)
-            else:
-                reply = app.null_reply(history)
-            history.append({"role": "assistant", "content": reply})
-            result = episode.step(reply)
-            history.append({"role": "user", "content": result.observation})
-            if result.terminated or result.truncated:
-                break
-        return episode.verdict()
+    return play_reference(app, query, agent)
 
 
 def _leftovers(cluster: Cluster) -> dict[str, list[str]]:

@@ -25,6 +25,7 @@ from apps.route.app import RouteApp
 from apps.route.reference import DIAGNOSES, heuristic_reply
 from apps.route.replies import parse_reply
 from apps.route.topology import RouteTopology
+from evaluator.testing import play_reference
 from evaluator.types import JSON, Query
 from tests.apps.route.helpers import require_emulator
 
@@ -100,23 +101,7 @@ def test_queries_within_the_heuristics_reach_are_under_the_target(level: int) ->
 
 
 def _play(query: Query, agent: str) -> tuple[bool, bool]:
-    with APP.episode(query) as episode:
-        history: list[JSON] = [{"role": "user", "content": episode.reset()}]
-        for _ in range(APP.max_steps):
-            if agent == "oracle":
-                reply = APP.oracle_reply(query.ground_truth, history)
-            elif agent == "heuristic":
-                reply = APP.heuristic_reply(history)
-            else:
-                reply = APP.null_reply(history)
-            result = episode.step(reply)
-            history += [
-                {"role": "assistant", "content": reply},
-                {"role": "user", "content": result.observation},
-            ]
-            if result.terminated or result.truncated:
-                break
-        verdict = episode.verdict()
+    verdict = play_reference(APP, query, agent)
     return verdict.correct, verdict.safe
 
 
