@@ -295,6 +295,10 @@ class NamespacePool:
         except Exception as exc:  # noqa: BLE001 - an unverifiable namespace is replaced
             return f"{type(exc).__name__}: {exc}"
 
+    def pristine_record(self, name: str) -> Pristine | None:
+        """The pristine record of namespace ``name`` (None if the pool has none)."""
+        return self._pristine.get(name)
+
     def idle_names(self) -> list[str]:
         """Names of the idle namespaces (for tests and reports)."""
         with self._lock:
