@@ -41,6 +41,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import logging
+import multiprocessing.util
 import os
 import secrets
 import threading
@@ -160,12 +161,14 @@ class NamespacePool:
                             else _env_number("NETARENA_K8S_POOL_IDLE_S", 20.0))
         self.stats = PoolStats()
         self.owner = _owner_id()
+        self.pid = os.getpid()
         self._lock = threading.Condition()
         self._idle: list[EpisodeNamespace] = []
         self._busy: set[str] = set()
         self._restoring: deque[EpisodeNamespace] = deque()
         self._in_flight = 0  # namespaces being restored or prepared on the pool's thread
         self._preparing = 0  # namespaces being prepared by callers of acquire()
+        self._current: EpisodeNamespace | None = None  # being restored by the thread
         self._pristine: dict[str, Pristine] = {}
         self._policies = manifests.healthy_policies()
         self._last_demand = 0.0
@@ -307,8 +310,9 @@ class NamespacePool:
     def owned_names(self) -> set[str]:
         """Every namespace this pool owns: idle, being restored, or handed out."""
         with self._lock:
+            current = {self._current.name} if self._current is not None else set()
             return {n.name for n in self._idle} | {n.name for n in self._restoring} \
-                | set(self._busy)
+                | set(self._busy) | current
 
     def wait_quiet(self, timeout_s: float = 60.0) -> bool:
         """Wait until no restore or preparation is under way; True if so in time."""
@@ -446,6 +450,7 @@ class NamespacePool:
                 active = now - self._last_demand < self.idle_s
                 if self._restoring:
                     job = ("restore", self._restoring.popleft())
+                    self._current = job[1]
                     self._in_flight += 1
                 elif (active and now >= self._fill_after
                       and len(self._idle) + self._in_flight + self._preparing < self.spare):
@@ -464,6 +469,7 @@ class NamespacePool:
                 with self._lock:
                     if job[0] != "drain":
                         self._in_flight -= 1
+                    self._current = None
                     self._lock.notify_all()
 
     def _run_job(self, kind: str, ns: EpisodeNamespace | None) -> None:
@@ -554,10 +560,13 @@ def namespace_pool(cluster: Cluster, **options: Any) -> NamespacePool:
                 old._restoring.clear()
                 old._lock.notify_all()
         pool = NamespacePool(cluster, **options)
-        if not _POOLS and not _EXIT_HOOK:
+        if not _EXIT_HOOK:
             # registered after the kubernetes client's own exit hook (it removes the
-            # certificate files the clients use), so that it runs before it
+            # certificate files the clients use), so that it runs before it; worker processes
+            # of multiprocessing leave through os._exit, which skips atexit but runs its
+            # finalizers
             atexit.register(shutdown_pools)
+            multiprocessing.util.Finalize(None, shutdown_pools, exitpriority=50)
             _EXIT_HOOK.append(True)
         _POOLS[key] = (incarnation, pool)
         return pool
@@ -566,8 +575,19 @@ def namespace_pool(cluster: Cluster, **options: Any) -> NamespacePool:
 def shutdown_pools() -> None:
     """Shut every pool of this process down (registered to run at exit)."""
     with _POOLS_LOCK:
-        pools = [p for _, p in _POOLS.values()]
+        pools = [p for _, p in _POOLS.values() if p.pid == os.getpid()]
         _POOLS.clear()
     for pool in pools:
         pool.shutdown()
+
+
+def _forget_pools_in_child() -> None:
+    """After ``fork``: the parent's pools (their namespaces, threads and lock) are the
+    parent's; the child starts without any and never deletes the parent's namespaces."""
+    global _POOLS_LOCK
+    _POOLS_LOCK = threading.Lock()
+    _POOLS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pools_in_child)
 
