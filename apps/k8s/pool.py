@@ -349,7 +349,7 @@ class NamespacePool:
             try:
                 ns.delete(max(1.0, deadline - time.monotonic()))
             except Exception as exc:  # noqa: BLE001 - best effort at shutdown
-                log.warning("namespace pool: deleting %s at shutdown: %s", ns.name, exc)
+                self._log("deleting %s at shutdown: %s", ns.name, exc)
             self._pristine.pop(ns.name, None)
 
     # ------------------------------------------------------------------ internals
@@ -379,7 +379,7 @@ class NamespacePool:
             try:
                 ns.delete()
             except Exception as del_exc:  # noqa: BLE001 - report the first error
-                log.warning("namespace pool: deleting %s: %s", ns.name, del_exc)
+                self._log("deleting %s: %s", ns.name, del_exc)
             if raise_errors or not isinstance(exc, Exception):
                 raise
             raise EmulatorError(str(exc)) from exc
@@ -430,14 +430,20 @@ class NamespacePool:
             ns.created = True
             ns.delete()
         except Exception as exc:  # noqa: BLE001 - logged; the cluster may be gone
-            log.warning("namespace pool: deleting %s: %s", ns.name, exc)
+            self._log("deleting %s: %s", ns.name, exc)
 
     def _forget(self, ns: EpisodeNamespace) -> None:
         self._pristine.pop(ns.name, None)
 
     def _note(self, text: str) -> None:
         self.stats.failures.append(text)
-        log.info("namespace pool: %s", text)
+        self._log("%s", text)
+
+    def _log(self, message: str, *args: object) -> None:
+        """Log a warning, except once the pool is shut down (at interpreter exit the log
+        streams may be closed already; what failed then is being deleted anyway)."""
+        if not self._closed:
+            log.warning("namespace pool: " + message, *args)
 
     def _run(self) -> None:
         """The pool's thread: restores first, then spares, then draining."""
@@ -463,8 +469,8 @@ class NamespacePool:
                     continue
             try:
                 self._run_job(*job)
-            except Exception:  # noqa: BLE001 - the thread must survive cluster failures
-                log.exception("namespace pool: %s failed", job[0])
+            except Exception as exc:  # noqa: BLE001 - the thread must survive cluster failures
+                self._log("%s failed: %s: %s", job[0], type(exc).__name__, exc)
             finally:
                 with self._lock:
                     if job[0] != "drain":
@@ -499,7 +505,7 @@ class NamespacePool:
             rest = EpisodeNamespace(self.cluster, "sweep").rest
             items = rest.get(resource_path("namespaces"), labelSelector=OWNER_LABEL)["items"]
         except Exception as exc:  # noqa: BLE001 - nothing to sweep if the list fails
-            log.warning("namespace pool: listing orphans: %s", exc)
+            self._log("listing orphans: %s", exc)
             return
         for item in items:
             owner = item["metadata"].get("labels", {}).get(OWNER_LABEL, "")
@@ -512,7 +518,7 @@ class NamespacePool:
                 orphan.delete()
                 self._note(f"{orphan.name}: orphan of {owner} deleted")
             except Exception as exc:  # noqa: BLE001 - best effort
-                log.warning("namespace pool: deleting orphan %s: %s", orphan.name, exc)
+                self._log("deleting orphan %s: %s", orphan.name, exc)
 
 
 def _start_time(pid: int) -> str | None:
