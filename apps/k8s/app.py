@@ -7,8 +7,11 @@ written and the faults checked to be visible. The agent works with the real ``ku
 namespace-scoped credentials (:mod:`apps.k8s.kubectl`); after every step the connectivity is
 measured from inside the pods and cross-checked against the exact policy model
 (:mod:`apps.k8s.crosscheck`: a disagreement raises :class:`CrossCheckError`, an infrastructure
-failure carrying both matrices). Scoring: :mod:`apps.k8s.scoring`. Teardown deletes the
-namespace and waits until it is gone (pods, their network namespaces and veths with it).
+failure carrying both matrices). Scoring: :mod:`apps.k8s.scoring`. Namespaces come from the
+process's pool (:mod:`apps.k8s.pool`): teardown revokes the agent's credentials and hands the
+namespace back, which restores and verifies it before the next episode; with the pool off,
+teardown deletes the namespace and waits until it is gone (pods, their network namespaces and
+veths with it).
 """
 
 from __future__ import annotations
