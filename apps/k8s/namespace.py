@@ -160,10 +160,10 @@ class EpisodeNamespace:
         NetworkPolicies) with the old token until the API server refuses it (401 or 403).
 
         Deleting the RoleBinding takes effect at once for authorization (RBAC); the token
-        itself stays authenticated until the API server's token cache entry expires (10 s,
-        kube-apiserver's built-in success TTL), but it then maps to an identity no binding
-        names, so it can do nothing. A later :meth:`grant` uses a different ServiceAccount
-        name for that reason. No-op without credentials.
+        itself stays authenticated until the API server's token cache entry expires (measured
+        on v1.33: refused 10.0 s after its ServiceAccount was deleted), but it then maps to an
+        identity no binding names, so it can do nothing. A later :meth:`grant` uses a
+        different ServiceAccount name for that reason. No-op without credentials.
 
         Returns:
             Seconds until the old token was refused.
@@ -177,8 +177,9 @@ class EpisodeNamespace:
         kubeconfig, name = self.kubeconfig, self.agent_name
         try:
             old = KubeRest(kube_config.new_client_from_config(config_file=str(kubeconfig)))
-        except (OSError, ValueError, kube_config.ConfigException):
-            old = None
+        except (OSError, ValueError, kube_config.ConfigException) as exc:
+            raise EmulatorError(f"cannot prove the revocation of {self.name}/{name}: {exc}") \
+                from exc
         try:
             for resource in ("rolebindings", "roles"):
                 self._delete_if_present(_RBAC.format(ns=self.name, resource=resource, name=name))
@@ -187,7 +188,7 @@ class EpisodeNamespace:
             raise EmulatorError(f"revoking {self.name}/{name}: {exc}") from exc
         kubeconfig.unlink(missing_ok=True)
         self.kubeconfig = self.agent_name = None
-        while old is not None:
+        while True:
             try:
                 old.get(resource_path("networkpolicies", self.name))
             except ApiException as exc:
