@@ -7,8 +7,11 @@ written and the faults checked to be visible. The agent works with the real ``ku
 namespace-scoped credentials (:mod:`apps.k8s.kubectl`); after every step the connectivity is
 measured from inside the pods and cross-checked against the exact policy model
 (:mod:`apps.k8s.crosscheck`: a disagreement raises :class:`CrossCheckError`, an infrastructure
-failure carrying both matrices). Scoring: :mod:`apps.k8s.scoring`. Teardown deletes the
-namespace and waits until it is gone (pods, their network namespaces and veths with it).
+failure carrying both matrices). Scoring: :mod:`apps.k8s.scoring`. Namespaces come from the
+process's pool (:mod:`apps.k8s.pool`): teardown revokes the agent's credentials and hands the
+namespace back, which restores and verifies it before the next episode; with the pool off,
+teardown deletes the namespace and waits until it is gone (pods, their network namespaces and
+veths with it).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from apps.k8s.kubectl import (
     run_kubectl,
 )
 from apps.k8s.namespace import EpisodeNamespace, service_matrix, shared_cluster
+from apps.k8s.pool import NamespacePool, namespace_pool, pool_enabled
 from apps.k8s.queries import generate_queries
 from apps.k8s.replies import parse_reply
 from apps.k8s.scoring import Mismatch, Scorer, mismatches
@@ -85,7 +89,9 @@ class K8sEpisode(Episode):
 
     Options: ``max_steps`` (default :attr:`K8sApp.max_steps`), ``command_timeout_s`` (10),
     ``output_cap_bytes`` (16 KiB), ``cluster_config`` (default instance), ``cross_check``
-    (True; tests of the judge itself may turn it off).
+    (True; tests of the judge itself may turn it off), ``pool`` (take the namespace from the
+    process's :class:`apps.k8s.pool.NamespacePool` and give it back on close; default: on
+    unless ``NETARENA_K8S_POOL=0``).
     """
 
     def __init__(
@@ -97,8 +103,11 @@ class K8sEpisode(Episode):
         output_cap_bytes: int = OUTPUT_CAP_BYTES,
         cluster_config: ClusterConfig | None = None,
         cross_check: bool = True,
+        pool: bool | None = None,
     ) -> None:
         self.query = query
+        self.use_pool = pool_enabled(pool)
+        self._pool: NamespacePool | None = None
         self.max_steps = max_steps
         self.command_timeout_s = command_timeout_s
         self.output_cap_bytes = output_cap_bytes
@@ -126,17 +135,18 @@ class K8sEpisode(Episode):
         }  # fmt: skip
 
     # helpers ------------------------------------------------------------------------------
-    def _measure(self, *, check: bool) -> list[Mismatch]:
+    def _measure(self, *, check: bool, wait: bool = True) -> list[Mismatch]:
         """Probe and return the mismatches. When ``check`` (pods or policies changed), first
-        wait for the dataplane and afterwards cross-check the matrix with the policies."""
+        wait for the dataplane (unless not ``wait``: nothing was written since the last
+        barrier) and afterwards cross-check the matrix with the policies."""
         assert self.ns is not None
         t0 = time.perf_counter()
-        if check:
+        if check and wait:
             self.ns.wait()
         t1 = time.perf_counter()
         pod_matrix, apps = self.ns.measure()
         t2 = time.perf_counter()
-        if check:
+        if check and wait:
             self.timings["wait_s"].append(t1 - t0)
         self.timings["probe_s"].append(t2 - t1)
         if check and self.cross_check:
@@ -153,8 +163,8 @@ class K8sEpisode(Episode):
             return self._reset()
 
     def _reset(self) -> str:
-        """Create the namespace healthy, verify it, inject the faults, return the task, the
-        namespace and the initial mismatch report.
+        """Create the namespace healthy (or take a verified healthy one from the pool), verify
+        it, inject the faults, return the task, the namespace and the initial mismatch report.
 
         Raises:
             DependencyMissingError: kubectl or the cluster binaries are missing.
@@ -166,13 +176,19 @@ class K8sEpisode(Episode):
         started = time.perf_counter()
         self.close()
         cluster = shared_cluster(self.cluster_config)
-        self.ns = EpisodeNamespace(cluster)
+        if self.use_pool:
+            # verified healthy after a dataplane barrier, unchanged since (its fingerprint)
+            self._pool = namespace_pool(cluster)
+            self.ns = self._pool.acquire()
+        else:
+            self.ns = EpisodeNamespace(cluster)
         self._home = Path(tempfile.mkdtemp(prefix=f"{self.ns.name}-home-"))
         try:
             from apps.k8s.manifests import healthy_policies
 
-            self.ns.create(healthy_policies())
-            healthy = self._measure(check=True)
+            if self._pool is None:
+                self.ns.create(healthy_policies())
+            healthy = self._measure(check=True, wait=self._pool is None)
             if healthy:
                 raise EmulatorError(
                     f"healthy namespace {self.ns.name} has {len(healthy)} mismatches: "
@@ -321,10 +337,12 @@ class K8sEpisode(Episode):
             self._close()
 
     def _close(self) -> None:
-        """Delete the namespace (waiting until it is gone) and the private HOME. Idempotent.
+        """Give the namespace back to the pool (its credentials revoked at once, restored
+        and verified in the background) or, without the pool, delete it (waiting until it is
+        gone); remove the private HOME. Idempotent.
 
         Raises:
-            EmulatorError: the namespace did not go away in time.
+            EmulatorError: a namespace to delete did not go away in time.
         """
         if self._home is not None:
             shutil.rmtree(self._home, ignore_errors=True)
@@ -332,7 +350,11 @@ class K8sEpisode(Episode):
         if self.ns is not None:
             t0 = time.perf_counter()
             ns, self.ns = self.ns, None
-            ns.delete()
+            pool, self._pool = self._pool, None
+            if pool is not None:
+                pool.release(ns)
+            else:
+                ns.delete()
             self.timings["teardown_s"].append(time.perf_counter() - t0)
 
 
@@ -341,6 +363,9 @@ class K8sApp(App):
 
     Args:
         cluster_config: the cluster instance (default: the embedded default instance).
+        healthy_share: share of healthy controls per batch.
+        pool: episodes take their namespace from the process's namespace pool
+            (:mod:`apps.k8s.pool`); None: on unless ``NETARENA_K8S_POOL=0``.
     """
 
     app_id: ClassVar[str] = "k8s"
@@ -354,12 +379,16 @@ class K8sApp(App):
     prompt_marker: ClassVar[str] = prompt.PROMPT_MARKER
 
     def __init__(
-        self, cluster_config: ClusterConfig | None = None, healthy_share: float = HEALTHY_SHARE
+        self,
+        cluster_config: ClusterConfig | None = None,
+        healthy_share: float = HEALTHY_SHARE,
+        pool: bool | None = None,
     ) -> None:
         if not 0.0 <= healthy_share <= 1.0:
             raise ValueError("healthy_share must be in [0, 1]")
         self.cluster_config = cluster_config
         self.healthy_share = healthy_share
+        self.pool = pool
 
     def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
         """``count`` queries for ``seed``; labels cycle through a seeded order of the Table 6
@@ -384,6 +413,7 @@ class K8sApp(App):
         """A fresh, not yet reset episode. Options: see :class:`K8sEpisode`."""
         options.setdefault("max_steps", self.max_steps)
         options.setdefault("cluster_config", self.cluster_config)
+        options.setdefault("pool", self.pool)
         return K8sEpisode(query, **options)
 
     def oracle_reply(self, ground_truth: JSON, history: list[JSON]) -> str:

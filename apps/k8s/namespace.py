@@ -8,6 +8,7 @@ and serialised by the cluster.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import threading
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.app import DependencyMissingError, EmulatorError
+from kubernetes import config as kube_config
 from kubernetes.client.rest import ApiException
 
 from apps.k8s import manifests
@@ -24,7 +26,7 @@ from apps.k8s.cluster.control_plane import Cluster, ClusterError
 from apps.k8s.cluster.kubeconfig import mint_namespace_kubeconfig
 from apps.k8s.cluster.netns import NETNS_DIR
 from apps.k8s.cluster.prober import PodEndpoint, list_pod_endpoints, measure_matrix
-from apps.k8s.cluster.rest import KubeRest, resource_path
+from apps.k8s.cluster.rest import MERGE_PATCH, KubeRest, resource_path
 
 NAMESPACE_PREFIX = "k8s-ep-"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -50,6 +52,21 @@ subresource, no secrets or configmaps, nothing cluster-scoped, no RBAC objects."
 
 _KIND_RESOURCES = {"Deployment": "deployments", "Service": "services",
                    "NetworkPolicy": "networkpolicies"}
+_RBAC = "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/{resource}/{name}"
+REVOKE_TIMEOUT_S = 5.0
+"""Bound on the wait until a revoked agent token is refused (RBAC follows a deleted
+RoleBinding within milliseconds)."""
+
+SNAPSHOT_SKIPPED = frozenset({
+    "events", "events.k8s.io/events", "endpoints", "discovery.k8s.io/endpointslices",
+    "coordination.k8s.io/leases", "apps/controllerrevisions",
+    "storage.k8s.io/csistoragecapacities",
+})
+"""Namespaced resources that :meth:`EpisodeNamespace.snapshot` leaves out: records and objects
+the control plane derives from the others (events, endpoints, endpoint slices) or that no
+episode object produces; everything else the API server lists in a namespace is compared."""
+_UNCOMPARED_META = ("resourceVersion", "managedFields", "generation", "creationTimestamp")
+_ROLE_WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 _UP_LOCK = threading.Lock()
 _UP_DONE: set[str] = set()
 
@@ -87,37 +104,182 @@ class EpisodeNamespace:
             :meth:`create`).
     """
 
-    def __init__(self, cluster: Cluster, name: str | None = None) -> None:
+    def __init__(
+        self, cluster: Cluster, name: str | None = None, *, labels: dict[str, str] | None = None
+    ) -> None:
         self.cluster = cluster
         self.name = name or NAMESPACE_PREFIX + secrets.token_hex(8)
+        self.labels = {"netarena/app": "k8s", **(labels or {})}
         self.rest = KubeRest(cluster.api_client())
         self.kubeconfig: Path | None = None
+        self.agent_name: str | None = None
         self.created = False
         self.last_endpoints: list[PodEndpoint] = []
 
-    def create(self, policies: dict[str, manifests.Obj]) -> None:
+    def create(self, policies: dict[str, manifests.Obj], *, credentials: bool = True) -> None:
         """Create the namespace with the workload and ``policies``, mint the agent's
-        credentials and wait until the dataplane enforces everything.
+        credentials (ServiceAccount ``agent``; unless ``credentials`` is False) and wait until
+        the dataplane enforces everything.
 
         Raises:
             EmulatorError: any API or readiness failure.
         """
         try:
-            self.cluster.ensure_namespace(self.name, labels={"netarena/app": "k8s"})
+            self.cluster.ensure_namespace(self.name, labels=self.labels)
             self.created = True
             for obj in manifests.workload():
                 self._create(obj)
             for policy in policies.values():
                 self._create(policy)
-            cfg = self.cluster.config
-            self.kubeconfig = mint_namespace_kubeconfig(
-                self.rest.api, self.name,
-                cfg.kubeconfig_dir / f"{self.name}-agent.kubeconfig", cfg.server_url,
-                cfg.pki_dir / "ca.crt", rules=AGENT_RULES,
-            )
+            if credentials:
+                self.grant("agent")
             self.wait()
         except (ApiException, TimeoutError, OSError) as exc:
             raise EmulatorError(f"namespace {self.name} set-up failed: {exc}") from exc
+
+    def grant(self, agent_name: str) -> Path:
+        """Mint the agent's credentials: ServiceAccount, Role (:data:`AGENT_RULES`) and
+        RoleBinding ``agent_name`` and a kubeconfig with a fresh token for it
+        (:func:`mint_namespace_kubeconfig`); sets :attr:`kubeconfig` and :attr:`agent_name`.
+
+        Raises:
+            kubernetes.client.rest.ApiException: on API errors.
+        """
+        cfg = self.cluster.config
+        self.kubeconfig = mint_namespace_kubeconfig(
+            self.rest.api, self.name,
+            cfg.kubeconfig_dir / f"{self.name}-{agent_name}.kubeconfig", cfg.server_url,
+            cfg.pki_dir / "ca.crt", name=agent_name, rules=AGENT_RULES,
+        )
+        self.agent_name = agent_name
+        return self.kubeconfig
+
+    def revoke(self, timeout_s: float = REVOKE_TIMEOUT_S) -> float:
+        """Withdraw the agent's credentials and prove it: delete its RoleBinding, Role and
+        ServiceAccount and the kubeconfig file, then retry a read the Role allowed (list
+        NetworkPolicies) with the old token until the API server refuses it (401 or 403).
+
+        Deleting the RoleBinding takes effect at once for authorization (RBAC); the token
+        itself stays authenticated until the API server's token cache entry expires (measured
+        on v1.33: refused 10.0 s after its ServiceAccount was deleted), but it then maps to an
+        identity no binding names, so it can do nothing. A later :meth:`grant` uses a
+        different ServiceAccount name for that reason. No-op without credentials.
+
+        Returns:
+            Seconds until the old token was refused.
+
+        Raises:
+            EmulatorError: the old token still worked after ``timeout_s``, or an API error.
+        """
+        if self.kubeconfig is None or self.agent_name is None:
+            return 0.0
+        start = time.monotonic()
+        kubeconfig, name = self.kubeconfig, self.agent_name
+        try:
+            old = KubeRest(kube_config.new_client_from_config(config_file=str(kubeconfig)))
+        except (OSError, ValueError, kube_config.ConfigException) as exc:
+            raise EmulatorError(f"cannot prove the revocation of {self.name}/{name}: {exc}") \
+                from exc
+        try:
+            for resource in ("rolebindings", "roles"):
+                self._delete_if_present(_RBAC.format(ns=self.name, resource=resource, name=name))
+            self._delete_if_present(resource_path("serviceaccounts", self.name, name))
+        except ApiException as exc:
+            raise EmulatorError(f"revoking {self.name}/{name}: {exc}") from exc
+        kubeconfig.unlink(missing_ok=True)
+        self.kubeconfig = self.agent_name = None
+        while True:
+            try:
+                old.get(resource_path("networkpolicies", self.name))
+            except ApiException as exc:
+                if exc.status in (401, 403):
+                    break
+                raise EmulatorError(f"revoking {self.name}/{name}: {exc}") from exc
+            if time.monotonic() - start > timeout_s:
+                raise EmulatorError(f"token of {self.name}/{name} still works after {timeout_s} s")
+            time.sleep(0.01)
+        return time.monotonic() - start
+
+    def _delete_if_present(self, path: str) -> None:
+        try:
+            self.rest.delete(path)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def snapshot(self) -> dict[str, str]:
+        """Content digest of every object in the namespace and of the namespace itself.
+
+        Lists every namespaced resource the API server serves (discovery, cached per
+        process) except :data:`SNAPSHOT_SKIPPED`; each object contributes
+        ``"<group/>resource/name": sha256`` of its JSON without the fields the server rewrites
+        on every write (resourceVersion, managedFields, generation, creationTimestamp) and
+        without ``status`` (pods keep ``phase`` and ``podIP``). NetworkPolicies also drop
+        ``uid`` (a restore may re-create one). Two snapshots are equal when no object was
+        added, removed or changed in labels, annotations, owners, finalizers, spec or data.
+
+        Raises:
+            kubernetes.client.rest.ApiException: on API errors (404: namespace gone).
+        """
+        result: dict[str, str] = {}
+        ns_obj = self.rest.get(resource_path("namespaces", name=self.name))
+        result["namespaces/" + self.name] = _digest("namespaces", ns_obj)
+        for key, path in _namespaced_resources(self.rest):
+            for obj in self.rest.get(path.format(ns=self.name))["items"]:
+                result[f"{key}/{obj['metadata']['name']}"] = _digest(key, obj)
+        return result
+
+    def restore_policies(self, pristine: dict[str, manifests.Obj],
+                         digests: dict[str, str]) -> int:
+        """Admin write: make the NetworkPolicies exactly ``pristine`` again (the only objects
+        :data:`AGENT_RULES` lets the agent create, change or delete): finalizers cleared,
+        policies not in ``pristine`` deleted, missing ones created, changed ones (their
+        digest differs from ``digests``, a :meth:`snapshot`) replaced.
+
+        Returns:
+            Number of writes made.
+
+        Raises:
+            kubernetes.client.rest.ApiException: on API errors.
+        """
+        writes = 0
+        current = {p["metadata"]["name"]: p
+                   for p in self.rest.get(resource_path("networkpolicies", self.name))["items"]}
+        for name, obj in current.items():
+            path = resource_path("networkpolicies", self.name, name)
+            if obj["metadata"].get("finalizers"):
+                self.rest.patch(path, {"metadata": {"finalizers": None}}, MERGE_PATCH)
+                writes += 1
+            if name not in pristine or obj["metadata"].get("deletionTimestamp"):
+                self._delete_if_present(path)
+                writes += 1
+        gone_deadline = time.monotonic() + REVOKE_TIMEOUT_S
+        for name, policy in pristine.items():
+            obj = current.get(name)
+            key = f"networking.k8s.io/networkpolicies/{name}"
+            if obj is not None and not obj["metadata"].get("deletionTimestamp") \
+                    and _digest("networking.k8s.io/networkpolicies", obj) == digests.get(key):
+                continue
+            if obj is not None and obj["metadata"].get("deletionTimestamp"):
+                self._wait_gone(resource_path("networkpolicies", self.name, name),
+                                gone_deadline)
+                obj = None
+            if obj is None:
+                self._create(policy)
+            else:
+                self.replace_policies({name: policy})
+            writes += 1
+        return writes
+
+    def _wait_gone(self, path: str, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            try:
+                self.rest.get(path)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return
+                raise
+            time.sleep(0.02)
 
     def _create(self, obj: manifests.Obj) -> None:
         body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
@@ -220,6 +382,60 @@ class EpisodeNamespace:
             time.sleep(0.05)
         self.created = False
         return time.monotonic() - start
+
+
+_DISCOVERY_LOCK = threading.Lock()
+_DISCOVERED: dict[str, list[tuple[str, str]]] = {}
+
+
+def _namespaced_resources(rest: KubeRest) -> list[tuple[str, str]]:
+    """``[(key, path template with {ns})]`` of every listable namespaced resource of the API
+    server (core and every group's preferred version, subresources excluded), minus
+    :data:`SNAPSHOT_SKIPPED`; keys are ``resource`` (core) or ``group/resource``. Discovered
+    once per process and API server address."""
+    host = rest.api.configuration.host
+    with _DISCOVERY_LOCK:
+        if host in _DISCOVERED:
+            return _DISCOVERED[host]
+        found: list[tuple[str, str]] = []
+        versions = [("", "/api/v1")]
+        for group in rest.get("/apis")["groups"]:
+            versions.append((group["name"] + "/",
+                             "/apis/" + group["preferredVersion"]["groupVersion"]))
+        for prefix, base in versions:
+            for res in rest.get(base)["resources"]:
+                key = prefix + res["name"]
+                if (res.get("namespaced") and "/" not in res["name"]
+                        and "list" in res.get("verbs", []) and key not in SNAPSHOT_SKIPPED):
+                    found.append((key, f"{base}/namespaces/{{ns}}/{res['name']}"))
+        _DISCOVERED[host] = found
+        return found
+
+
+def _digest(key: str, obj: dict[str, Any]) -> str:
+    """sha256 of ``obj`` without the fields that :meth:`EpisodeNamespace.snapshot` ignores."""
+    body = {k: v for k, v in obj.items() if k not in ("status", "metadata")}
+    meta = {k: v for k, v in obj["metadata"].items() if k not in _UNCOMPARED_META}
+    if key.endswith("networkpolicies"):
+        meta.pop("uid", None)
+    if key == "pods":
+        status = obj.get("status") or {}
+        body["status"] = {"phase": status.get("phase"), "podIP": status.get("podIP")}
+    body["metadata"] = meta
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def agent_writable_resources() -> set[str]:
+    """Resources (``group/resource``) that :data:`AGENT_RULES` lets the agent create, change
+    or delete, leaving out the authorization group's review requests (never stored)."""
+    found = set()
+    for rule in AGENT_RULES:
+        if _ROLE_WRITE_VERBS & set(rule["verbs"]):
+            for group in rule["apiGroups"]:
+                if group == "authorization.k8s.io":
+                    continue
+                found |= {f"{group}/{r}" if group else r for r in rule["resources"]}
+    return found
 
 
 def _with_last_applied(obj: manifests.Obj) -> manifests.Obj:
