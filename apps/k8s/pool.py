@@ -581,10 +581,15 @@ def namespace_pool(cluster: Cluster, **options: Any) -> NamespacePool:
 def shutdown_pools() -> None:
     """Shut every pool of this process down (registered to run at exit)."""
     with _POOLS_LOCK:
-        pools = [p for _, p in _POOLS.values() if p.pid == os.getpid()]
+        pools = [(i, p) for i, p in _POOLS.values() if p.pid == os.getpid()]
         _POOLS.clear()
-    for pool in pools:
-        pool.shutdown()
+    for incarnation, pool in pools:
+        try:
+            current = _incarnation(pool.cluster)
+        except OSError:  # the cluster is down and its state gone: so are its namespaces
+            continue
+        if current == incarnation:  # a restarted cluster has no namespace of this pool
+            pool.shutdown()
 
 
 def _forget_pools_in_child() -> None:
