@@ -1,0 +1,149 @@
+"""Issue 15 item 4: faster drafting and judging change no query and no verdict.
+
+The digests below were recorded on ``main`` at commit ``59a4672`` (before the cost work):
+the JSON of every generated query (prompt, ground truth, ids) and the JSON of the verdicts
+of a fixed batch of answers, right and wrong, safe and unsafe. Any change of a query's bytes
+or of a verdict (correctness, safety, failure, explanation, diffs, safety examples,
+changed_state, blast_radius; ``judge_s`` aside) fails these tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import networkx as nx
+import pytest
+
+from apps.malt.app import MaltApp
+from apps.malt.queries import ground_truth, query_graph
+from apps.malt.scoring import judge
+
+APP = MaltApp()
+
+#: sha256 of the sorted-key JSON of ``[q.to_dict() for q in generate(count, seed)]`` on main,
+#: ``query_id`` left out (it is an HMAC under a per-installation key, not a function of the seed).
+QUERY_DIGESTS = {
+    (300, 0): "fcd128c29af6669f72f51eedf043c451f97317d9c16bf89a84e2359ca562afef",
+    (300, 7): "cd2cb729c98268596c54366a6b602671a8e01f97358c06b8bb3de415efb2e198",
+}
+#: sha256 of the verdicts of :func:`_answers` over the first 15 queries of seed 4 (every label
+#: once), on main.
+VERDICT_DIGEST = "8a93d4c03ab9d7ae15b7300938072c6b94827e2f98bf04c48b6a23446900e35e"
+
+
+def _digest(value: Any) -> str:
+    blob = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@pytest.mark.parametrize(("count", "seed"), sorted(QUERY_DIGESTS))
+def test_generated_queries_are_byte_identical_to_those_recorded_on_main(
+    count: int, seed: int
+) -> None:
+    queries = APP.generate(count, seed=seed)
+    data = [{k: v for k, v in q.to_dict().items() if k != "query_id"} for q in queries]
+    assert _digest(data) == QUERY_DIGESTS[(count, seed)]
+
+
+def _node_link(graph: nx.DiGraph) -> dict[str, Any]:
+    """What the sandbox returns for a graph: node-link data after a JSON round trip."""
+    data = {"__networkx__": nx.node_link_data(graph, edges="links")}
+    decoded: dict[str, Any] = json.loads(json.dumps(data))
+    return decoded
+
+
+def _variants(correct: dict[str, Any]) -> list[dict[str, Any]]:
+    """The correct graph and graphs broken in one way each (wrong, unsafe or unreadable)."""
+    inner = correct["__networkx__"]
+    encoded = json.dumps(inner)
+    out: list[dict[str, Any]] = [correct]
+
+    def edit(change: Any) -> None:
+        data = json.loads(encoded)
+        change(data)
+        out.append({"__networkx__": data})
+
+    port = next(i for i, n in enumerate(inner["nodes"]) if n["type"] == "EK_PORT")
+    switch = next(i for i, n in enumerate(inner["nodes"]) if n["type"] == "EK_PACKET_SWITCH")
+    edit(lambda d: d["nodes"][port].update(physical_capacity_bps=500_000_000))  # bandwidth
+    edit(lambda d: d["nodes"][port].update(physical_capacity_bps=1e9 + 0.5))
+    edit(lambda d: d["nodes"][port].pop("physical_capacity_bps"))  # required attribute
+    edit(lambda d: d["nodes"][switch].update(switch_loc={"stage": 0}))
+    edit(lambda d: d["nodes"][switch].update(type=["EK_PACKET_SWITCH"]))  # node type
+    edit(lambda d: d["nodes"].append(dict(d["nodes"][port], id="EK_PORT:copy")))  # dup, isolated
+    edit(lambda d: d["nodes"].pop(port))  # becomes an attribute-less edge end
+    edit(lambda d: d["links"].pop(0))
+    edit(lambda d: d["links"].append(dict(d["links"][0], type="RK_OWNS")))
+    edit(
+        lambda d: d["links"].append(
+            {
+                "source": d["nodes"][port]["id"],
+                "target": d["nodes"][switch]["id"],
+                "type": "RK_CONTAINS",
+            }
+        )
+    )  # hierarchy
+    edit(
+        lambda d: d["links"].append(
+            {
+                "source": d["nodes"][switch]["id"],
+                "target": d["nodes"][switch]["id"],
+                "type": "RK_CONTAINS",
+            }
+        )
+    )  # self-loop
+    edit(lambda d: d.update(directed=False))
+    edit(lambda d: d.update(multigraph=True))
+    edit(lambda d: d["nodes"].append(7))  # unreadable
+    edit(lambda d: d["links"].append({"source": 1, "target": 2}))  # unreadable
+    edit(lambda d: d.update(nodes=[]))  # empty
+    return out
+
+
+def _answers(truth: dict[str, Any]) -> list[Any]:
+    """Answers to judge for one query: right ones, wrong ones, graphs broken in each way."""
+    _, view = ground_truth(truth["program"], truth["graph_key"])
+    correct = _node_link(view.to_networkx())
+    shipped = _node_link(query_graph(truth["graph_key"]))
+    answers: list[Any] = [None, {"answer": None}, {"nothing": 1}]
+    if truth["answer_kind"] == "graph":
+        for graph in _variants(correct):
+            answers.append({"answer": graph})
+        answers.append({"answer": shipped})
+        answers.append({"answer": correct, "updated_graph": correct})
+        answers.append({"answer": shipped, "updated_graph": correct})
+    else:
+        answers.append({"answer": truth["expected"]})
+        answers.append({"answer": "16"})
+        for graph in _variants(correct) + [shipped]:
+            answers.append({"answer": truth["expected"], "updated_graph": graph})
+    return answers
+
+
+def _verdicts(count: int, seed: int) -> list[Any]:
+    out = []
+    for query in APP.generate(count, seed=seed):
+        for value in _answers(query.ground_truth):
+            verdict = judge(query.ground_truth, value, 0.25)
+            details = {k: v for k, v in verdict.details.items() if k != "judge_s"}
+            out.append(
+                [
+                    query.index,
+                    verdict.correct,
+                    verdict.safe,
+                    verdict.failure,
+                    details,
+                    verdict.changed_state,
+                    verdict.blast_radius,
+                    verdict.latency_s,
+                ]
+            )
+    return out
+
+
+def test_verdicts_are_identical_to_those_recorded_on_main() -> None:
+    verdicts = _verdicts(15, 4)
+    assert any(v[1] for v in verdicts) and any(not v[2] for v in verdicts)
+    assert _digest(verdicts) == VERDICT_DIGEST
