@@ -46,6 +46,7 @@ from apps.malt.checks import (
     compare_set,
     is_graph_shaped,
     parse_graph,
+    same_graph,
 )
 from apps.malt.overlay import TopologyView
 from apps.malt.queries import ground_truth, initial_view
@@ -186,14 +187,27 @@ def judge(
     )
 
     # ---- correctness
+    # Each graph is built at most once per call (issue 15 item 4): the expected final
+    # topology (re-executed from the program) and the query's unchanged topology.
+    shipped = _shipped_topology(truth.get("graph_key"))
+    expected_graph: NormalizedGraph | None = None
+
+    def expected() -> NormalizedGraph:
+        nonlocal expected_graph
+        if expected_graph is None:
+            expected_graph = NormalizedGraph.from_view(expected_topology(truth))
+        return expected_graph
+
+    #: the graph the returned topology was compared with, when it compared equal
+    matched: NormalizedGraph | None = None
     if failure is None:
-        expected_view = None
+        target: NormalizedGraph | None = None
         if kind == "graph":
             if judged_graph is None:
                 failure = "wrong_answer"
                 explanation = graph_error or "expected the updated topology as the answer"
             else:
-                expected_view = expected_topology(truth)
+                target = expected()
         else:
             verdict = _compare_answer(kind, answer, truth["expected"])
             if not verdict.equal:
@@ -206,37 +220,29 @@ def judge(
                 if judged_graph is None:
                     failure, explanation = "wrong_graph", f"updated_graph: {graph_error}"
                 else:
-                    expected_view = (
-                        expected_topology(truth)
-                        if truth["changes_topology"]
-                        else initial_view(truth["graph_key"])
-                    )
-        if failure is None and expected_view is not None and judged_graph is not None:
-            comparison = compare_graphs(judged_graph, NormalizedGraph.from_view(expected_view))
-            if not comparison.equal:
+                    target = expected() if truth["changes_topology"] else shipped
+        if failure is None and target is not None and judged_graph is not None:
+            comparison = compare_graphs(judged_graph, target)
+            if comparison.equal:
+                matched = target
+            else:
                 failure = "wrong_answer" if kind == "graph" else "wrong_graph"
                 explanation = comparison.explanation
                 details["graph_diff"] = comparison.diff
     if failure is None and kind == "graph" and updated is not None and is_graph_shaped(answer):
         # both given: the answer graph must match too
         try:
-            comparison = compare_graphs(
-                parse_graph(answer, deadline), NormalizedGraph.from_view(expected_topology(truth))
-            )
+            comparison = compare_graphs(parse_graph(answer, deadline), expected())
         except GraphFormatError as exc:
             comparison = Comparison(False, f"answer is not a readable graph: {exc}")
         if not comparison.equal:
             failure, explanation = "wrong_answer", comparison.explanation
-    shipped = _shipped_topology(truth.get("graph_key"))
-    changed_state = judged_graph is not None and not compare_graphs(judged_graph, shipped).equal
+    changed_state = judged_graph is not None and not same_graph(judged_graph, shipped)
     radius = 0
     if judged_graph is not None:
-        final = (
-            NormalizedGraph.from_view(expected_topology(truth))
-            if truth["changes_topology"]
-            else shipped
-        )
-        radius = blast_radius(judged_graph, final, shipped)
+        final = expected() if truth["changes_topology"] else shipped
+        if matched is not final:  # equal to the final topology: nothing broken
+            radius = blast_radius(judged_graph, final, shipped)
     details["explanation"] = explanation or "correct"
     details["judge_s"] = round(time.perf_counter() - started, 6)
     return Verdict(
