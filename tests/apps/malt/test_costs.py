@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
+import re
 from typing import Any
 
 import networkx as nx
 import pytest
 
+from apps.malt import checks, queries
 from apps.malt.app import MaltApp
-from apps.malt.queries import ground_truth, query_graph
+from apps.malt.checks import GraphFormatError, check_safety, parse_graph
+from apps.malt.operations import capacity_bps
+from apps.malt.queries import BLOCK, SPEEDS_BPS, ground_truth, query_graph
 from apps.malt.scoring import judge
+from apps.malt.topology import load_graph
 
 APP = MaltApp()
 
@@ -147,3 +153,81 @@ def test_verdicts_are_identical_to_those_recorded_on_main() -> None:
     verdicts = _verdicts(15, 4)
     assert any(v[1] for v in verdicts) and any(not v[2] for v in verdicts)
     assert _digest(verdicts) == VERDICT_DIGEST
+
+
+def _plain_port_capacities(key: str) -> dict[str, int]:
+    """The capacity draw written with ``rng.choice``, as it was before it was inlined."""
+    rng = queries._rng("malt-capacity", key)
+    ops = queries.operands()
+    capacities: dict[str, int] = {}
+    for switch in ops.by_kind["EK_PACKET_SWITCH"]:
+        line = rng.choice(SPEEDS_BPS[1:])
+        for port in ops.children(switch):
+            capacities[port] = line if rng.random() < 0.6 else rng.choice(SPEEDS_BPS)
+    return capacities
+
+
+@pytest.mark.parametrize("key", ["v2/0/0", "v2/5/77", "v2/123456789/14"])
+def test_inlined_capacity_draws_are_those_of_random_choice(key: str) -> None:
+    assert queries.port_capacities(key) == _plain_port_capacities(key)
+
+
+def _walk(ops: queries.Operands, node: str) -> set[str]:
+    seen: set[str] = set()
+    stack = [node]
+    while stack:
+        for child in ops.children(stack.pop()):
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return seen
+
+
+def test_the_topology_index_and_draft_capacities_match_a_walk_and_the_view() -> None:
+    ops = queries.Operands(load_graph())  # a fresh index: no cached sets to start from
+    key = "v2/3/9"
+    view = queries.initial_view(key)
+    ctx = queries.Ctx(ops, queries.port_capacities(key), random.Random(0), 1)
+    for node in sorted(load_graph().nodes, reverse=True):  # leaves and containers mixed
+        below = _walk(ops, node)
+        assert ops.descendants(node) == below
+        assert ops.kinds_below(node) == tuple(sorted({ops.kind(d) for d in below}))
+        assert ctx.capacity(node) == capacity_bps(view, node)
+    port = ops.by_kind["EK_PORT"][0]
+    assert ctx.port_capacity(port) == view.attrs(port)["physical_capacity_bps"]
+
+
+def test_whole_list_passes_decide_exactly_as_the_entry_by_entry_pass() -> None:
+    """parse_graph and check_safety give the entry-by-entry results on every variant, and
+    the whole-list passes do clear the correct answers (they are used)."""
+    cleared = 0
+    for query in APP.generate(BLOCK, seed=4):
+        truth = query.ground_truth
+        _, view = ground_truth(truth["program"], truth["graph_key"])
+        correct = _node_link(view.to_networkx())
+        for value in _variants(correct) + [_node_link(query_graph(truth["graph_key"]))]:
+            inner = value["__networkx__"]
+            try:
+                graph = parse_graph(value)
+            except GraphFormatError as exc:
+                with pytest.raises(GraphFormatError, match=re.escape(str(exc))):
+                    checks._edges_one_by_one(
+                        inner["links"],
+                        checks._nodes_one_by_one(inner["nodes"], None),
+                        bool(inner.get("directed")),
+                        None,
+                    )
+                continue
+            nodes = checks._nodes_one_by_one(inner["nodes"], None)
+            edges = checks._edges_one_by_one(
+                inner["links"], nodes, bool(inner.get("directed")), None
+            )
+            assert list(graph.nodes.items()) == list(nodes.items())
+            assert list(graph.edges.items()) == list(edges.items())
+            full = checks._check_each(graph)
+            report = check_safety(graph)
+            assert (report.counts, report.examples) == (full.counts, full.examples)
+            if checks._plainly_safe(graph):
+                assert full.safe
+                cleared += 1
+    assert cleared >= 2 * BLOCK  # the correct and the unchanged graph of every query
