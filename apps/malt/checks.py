@@ -10,11 +10,9 @@ identity is part of the answer contract: node ids are ``"<KIND>:<name>"``.
 from __future__ import annotations
 
 import math
-import operator
 from collections import Counter
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from itertools import compress, repeat
 from typing import Any
 
 from evaluator.deadline import Deadline
@@ -134,49 +132,6 @@ def parse_graph(value: Any, deadline: Deadline | None = None) -> NormalizedGraph
         )
     directed = bool(value.get("directed", False))
     multigraph = bool(value.get("multigraph", False))
-    nodes = _nodes_at_once(raw_nodes, deadline)
-    if nodes is None:
-        nodes = _nodes_one_by_one(raw_nodes, deadline)
-    edges = _edges_at_once(raw_edges, nodes, deadline) if directed else None
-    if edges is None:
-        edges = _edges_one_by_one(raw_edges, nodes, directed, deadline)
-    return NormalizedGraph(nodes=nodes, edges=edges, directed=directed, multigraph=multigraph)
-
-
-# Fast paths (issue 15 item 4). ``parse_graph`` and ``check_safety`` first try whole-list
-# passes made of C-level builtins (``map``, ``set``, ``dict``, ``zip``, ``compress``). They
-# return a result only when the value is well formed (or safe) beyond doubt; anything unusual
-# (a non-dict entry, a duplicate, an implicit node, an undirected graph, a float capacity, a
-# violation) makes them return None/False and the entry-by-entry pass below decides, with its
-# exact errors, counts and examples. So the outcome is the entry-by-entry pass's in every
-# case; only well-formed, safe answers (the common case) are faster. Types are checked before
-# any value is hashed, so agent-chosen ids never reach a set or a dict unchecked.
-_ONLY_DICT = frozenset({dict})
-_ONLY_STR = frozenset({str})
-_ONLY_INT = frozenset({int})
-
-
-def _nodes_at_once(
-    raw_nodes: list[Any], deadline: Deadline | None
-) -> dict[Hashable, dict[str, Any]] | None:
-    """The nodes of well-formed node entries, or None for the entry-by-entry pass."""
-    if deadline is not None:
-        deadline.check()
-    if not set(map(type, raw_nodes)) <= _ONLY_DICT:
-        return None
-    if not all(map(operator.contains, raw_nodes, repeat("id"))):
-        return None
-    copies: list[dict[str, Any]] = list(map(dict, raw_nodes))
-    ids = list(map(dict.pop, copies, repeat("id")))
-    if not set(map(type, ids)) <= _ONLY_STR:
-        return None
-    nodes: dict[Hashable, dict[str, Any]] = dict(zip(ids, copies, strict=True))
-    return nodes if len(nodes) == len(ids) else None
-
-
-def _nodes_one_by_one(
-    raw_nodes: list[Any], deadline: Deadline | None
-) -> dict[Hashable, dict[str, Any]]:
     nodes: dict[Hashable, dict[str, Any]] = {}
     for count, entry in enumerate(raw_nodes):
         if deadline is not None and count % DEADLINE_STRIDE == 0:
@@ -190,44 +145,6 @@ def _nodes_one_by_one(
         if key in nodes:
             raise GraphFormatError(f"node {key!r} is listed twice")
         nodes[key] = attrs
-    return nodes
-
-
-def _edges_at_once(
-    raw_edges: list[Any], nodes: dict[Hashable, dict[str, Any]], deadline: Deadline | None
-) -> dict[tuple[Hashable, Hashable], dict[str, Any]] | None:
-    """The edges of a directed graph's well-formed, distinct edge entries between listed
-    nodes, or None for the entry-by-entry pass."""
-    if deadline is not None:
-        deadline.check()
-    if not set(map(type, raw_edges)) <= _ONLY_DICT:
-        return None
-    if not (
-        all(map(operator.contains, raw_edges, repeat("source")))
-        and all(map(operator.contains, raw_edges, repeat("target")))
-    ):
-        return None
-    copies: list[dict[str, Any]] = list(map(dict, raw_edges))
-    sources = list(map(dict.pop, copies, repeat("source")))
-    targets = list(map(dict.pop, copies, repeat("target")))
-    if not (set(map(type, sources)) <= _ONLY_STR and set(map(type, targets)) <= _ONLY_STR):
-        return None
-    if not (all(map(nodes.__contains__, sources)) and all(map(nodes.__contains__, targets))):
-        return None
-    for _ in map(dict.pop, copies, repeat("key"), repeat(None)):
-        pass
-    edges: dict[tuple[Hashable, Hashable], dict[str, Any]] = dict(
-        zip(zip(sources, targets, strict=True), copies, strict=True)
-    )
-    return edges if len(edges) == len(copies) else None
-
-
-def _edges_one_by_one(
-    raw_edges: list[Any],
-    nodes: dict[Hashable, dict[str, Any]],
-    directed: bool,
-    deadline: Deadline | None,
-) -> dict[tuple[Hashable, Hashable], dict[str, Any]]:
     edges: dict[tuple[Hashable, Hashable], dict[str, Any]] = {}
     for count, entry in enumerate(raw_edges):
         if deadline is not None and count % DEADLINE_STRIDE == 0:
@@ -250,7 +167,7 @@ def _edges_one_by_one(
             edges[key].update(attrs)
         else:
             edges[key] = attrs
-    return edges
+    return NormalizedGraph(nodes=nodes, edges=edges, directed=directed, multigraph=multigraph)
 
 
 # --------------------------------------------------------------------------- safety
@@ -311,89 +228,7 @@ def check_safety(graph: NormalizedGraph, deadline: Deadline | None = None) -> Sa
     required attributes, no isolated nodes, ports on switches, bandwidth threshold) made
     precise for MALT's (kind, name) entities. Never raises for malformed attribute values;
     raises ``evaluator.deadline.JudgeBudgetExceeded`` once ``deadline`` has passed.
-
-    A graph that :func:`_plainly_safe` clears gets the empty report at once; every other
-    graph goes through :func:`_check_each`, which names each violation.
     """
-    if _plainly_safe(graph, deadline):
-        return SafetyReport()
-    return _check_each(graph, deadline)
-
-
-_TYPE_OF = operator.methodcaller("get", "type")
-_NAME_OF = operator.methodcaller("get", "name")
-_CAPACITY_OF = operator.methodcaller("get", "physical_capacity_bps")
-_LOC_OF = operator.methodcaller("get", "switch_loc")
-_STAGE_OF = operator.methodcaller("get", "stage")
-_SWITCH_HOLDS_PORT = ("EK_PACKET_SWITCH", CONTAINS, "EK_PORT")
-
-
-def _plainly_safe(graph: NormalizedGraph, deadline: Deadline | None = None) -> bool:
-    """True only when :func:`_check_each` would find no violation at all (whole-list passes).
-
-    Each test below is one constraint of :data:`SAFETY_CONSTRAINTS` stated over whole lists,
-    strict where the full pass is lenient (a port capacity must be an ``int``, where the full
-    pass also takes an integral float): a False here only means "look entry by entry".
-    """
-    nodes, edges = graph.nodes, graph.edges
-    if not graph.directed or graph.multigraph or not nodes:
-        return False
-    if deadline is not None:
-        deadline.check()
-    attrs = list(nodes.values())
-    kinds = list(map(_TYPE_OF, attrs))
-    names = list(map(_NAME_OF, attrs))
-    if not (set(map(type, kinds)) <= _ONLY_STR and set(kinds) <= _VALID_KINDS):
-        return False
-    if not (set(map(type, names)) <= _ONLY_STR and all(names)):
-        return False
-    if len(set(zip(kinds, names, strict=True))) != len(attrs):
-        return False
-    capacities = list(map(_CAPACITY_OF, compress(attrs, map("EK_PORT".__eq__, kinds))))
-    if not set(map(type, capacities)) <= _ONLY_INT or (
-        capacities and min(capacities) < MIN_PORT_CAPACITY_BPS
-    ):
-        return False
-    locs = list(map(_LOC_OF, compress(attrs, map("EK_PACKET_SWITCH".__eq__, kinds))))
-    if not set(map(type, locs)) <= _ONLY_DICT:
-        return False
-    stages = list(map(_STAGE_OF, locs))
-    if not set(map(type, stages)) <= _ONLY_INT or (stages and min(stages) < 1):
-        return False
-    if deadline is not None:
-        deadline.check()
-    kind_of = dict(zip(nodes, kinds, strict=True))
-    sources = list(map(operator.itemgetter(0), edges))
-    targets = list(map(operator.itemgetter(1), edges))
-    relations = list(map(_TYPE_OF, edges.values()))
-    if not (set(map(type, relations)) <= _ONLY_STR and set(relations) <= _RELATION_KINDS):
-        return False
-    if any(map(operator.eq, sources, targets)):
-        return False
-    triples = list(
-        zip(map(kind_of.get, sources), relations, map(kind_of.get, targets), strict=True)
-    )
-    if not set(triples) <= ALLOWED_RELATIONS:
-        return False
-    touched = set(sources)
-    touched.update(targets)
-    if len(touched) != len(nodes):
-        return False
-    holds_port = list(map(_SWITCH_HOLDS_PORT.__eq__, triples))
-    port_targets = list(compress(targets, holds_port))
-    ports = kinds.count("EK_PORT")
-    if len(port_targets) != ports or len(set(port_targets)) != ports:
-        return False
-    switches = compress(nodes, map("EK_PACKET_SWITCH".__eq__, kinds))
-    return set(compress(sources, holds_port)).issuperset(switches)
-
-
-_VALID_KINDS = frozenset(ENTITY_KINDS)
-_RELATION_KINDS = frozenset(RELATION_KINDS)
-
-
-def _check_each(graph: NormalizedGraph, deadline: Deadline | None = None) -> SafetyReport:
-    """The full pass of :func:`check_safety`: every violation, counted, with examples."""
     report = SafetyReport()
     if not graph.directed or graph.multigraph:
         report.add("graph_shape", "the graph must be a networkx DiGraph (directed, not multi)")
