@@ -133,45 +133,40 @@ def parse_graph(value: Any, deadline: Deadline | None = None) -> NormalizedGraph
     directed = bool(value.get("directed", False))
     multigraph = bool(value.get("multigraph", False))
     nodes: dict[Hashable, dict[str, Any]] = {}
-    for start in range(0, len(raw_nodes), DEADLINE_STRIDE):
-        if deadline is not None:
+    for count, entry in enumerate(raw_nodes):
+        if deadline is not None and count % DEADLINE_STRIDE == 0:
             deadline.check()
-        for entry in raw_nodes[start : start + DEADLINE_STRIDE]:
-            if not isinstance(entry, dict) or "id" not in entry:
-                raise GraphFormatError("every node entry must be a dict with an 'id'")
-            attrs = dict(entry)
-            key = attrs.pop("id")
-            if type(key) is not str:
-                raise GraphFormatError(f"node ids must be strings, got {type(key).__name__}")
-            if key in nodes:
-                raise GraphFormatError(f"node {key!r} is listed twice")
-            nodes[key] = attrs
+        if not isinstance(entry, dict) or "id" not in entry:
+            raise GraphFormatError("every node entry must be a dict with an 'id'")
+        attrs = dict(entry)
+        key = attrs.pop("id")
+        if type(key) is not str:
+            raise GraphFormatError(f"node ids must be strings, got {type(key).__name__}")
+        if key in nodes:
+            raise GraphFormatError(f"node {key!r} is listed twice")
+        nodes[key] = attrs
     edges: dict[tuple[Hashable, Hashable], dict[str, Any]] = {}
-    for start in range(0, len(raw_edges), DEADLINE_STRIDE):
-        if deadline is not None:
+    for count, entry in enumerate(raw_edges):
+        if deadline is not None and count % DEADLINE_STRIDE == 0:
             deadline.check()
-        for entry in raw_edges[start : start + DEADLINE_STRIDE]:
-            if not isinstance(entry, dict) or "source" not in entry or "target" not in entry:
-                raise GraphFormatError(
-                    "every edge entry must be a dict with 'source' and 'target'"
-                )
-            attrs = dict(entry)
-            source, target = attrs.pop("source"), attrs.pop("target")
-            if "key" in attrs:
-                del attrs["key"]
-            if type(source) is not str or type(target) is not str:
-                raise GraphFormatError("edge sources and targets must be node id strings")
-            if source not in nodes:
-                nodes[source] = {}
-            if target not in nodes:
-                nodes[target] = {}
-            key = (source, target)
-            if not directed and key not in edges and (target, source) in edges:
-                key = (target, source)
-            if key in edges:
-                edges[key].update(attrs)
-            else:
-                edges[key] = attrs
+        if not isinstance(entry, dict) or "source" not in entry or "target" not in entry:
+            raise GraphFormatError("every edge entry must be a dict with 'source' and 'target'")
+        attrs = dict(entry)
+        source, target = attrs.pop("source"), attrs.pop("target")
+        attrs.pop("key", None)
+        if type(source) is not str or type(target) is not str:
+            raise GraphFormatError("edge sources and targets must be node id strings")
+        if source not in nodes:
+            nodes[source] = {}
+        if target not in nodes:
+            nodes[target] = {}
+        key = (source, target)
+        if not directed and key not in edges and (target, source) in edges:
+            key = (target, source)
+        if key in edges:
+            edges[key].update(attrs)
+        else:
+            edges[key] = attrs
     return NormalizedGraph(nodes=nodes, edges=edges, directed=directed, multigraph=multigraph)
 
 
@@ -200,9 +195,6 @@ class SafetyReport:
         """JSON form for verdict details."""
         return {"safe": self.safe, "violations": dict(self.counts), "examples": self.examples}
 
-
-_VALID_KINDS = frozenset(ENTITY_KINDS)
-_RELATION_KINDS = frozenset(RELATION_KINDS)
 
 #: The constraints :func:`check_safety` enforces, in the order they are checked.
 SAFETY_CONSTRAINTS: dict[str, str] = {
@@ -238,92 +230,80 @@ def check_safety(graph: NormalizedGraph, deadline: Deadline | None = None) -> Sa
     raises ``evaluator.deadline.JudgeBudgetExceeded`` once ``deadline`` has passed.
     """
     report = SafetyReport()
-    add = report.add
     if not graph.directed or graph.multigraph:
-        add("graph_shape", "the graph must be a networkx DiGraph (directed, not multi)")
+        report.add("graph_shape", "the graph must be a networkx DiGraph (directed, not multi)")
     if not graph.nodes:
-        add("graph_shape", "the topology is empty")
+        report.add("graph_shape", "the topology is empty")
         return report
-    valid_kinds = _VALID_KINDS
+    valid_kinds = frozenset(ENTITY_KINDS)
     kinds: dict[Hashable, str | None] = {}
     seen_entities: set[tuple[str, str]] = set()
     ports: list[Hashable] = []
     switches: list[Hashable] = []
-    items = list(graph.nodes.items())
-    for start in range(0, len(items), DEADLINE_STRIDE):
-        if deadline is not None:
+    for count, (node, attrs) in enumerate(graph.nodes.items()):
+        if deadline is not None and count % DEADLINE_STRIDE == 0:
             deadline.check()
-        for node, attrs in items[start : start + DEADLINE_STRIDE]:
-            kind = attrs.get("type")
-            name = attrs.get("name")
-            if type(kind) is not str or kind not in valid_kinds:
-                add("node_type", f"{node!r} has type {kind!r}")
-                kinds[node] = None
-            else:
-                kinds[node] = kind
-                if type(name) is str and name:
-                    entity = (kind, name)
-                    if entity in seen_entities:
-                        add("unique_entity", f"{kind} {name} appears twice")
-                    seen_entities.add(entity)
-            if type(name) is not str or not name:
-                add("node_type", f"{node!r} has no str name")
-            if kind == "EK_PORT":
-                ports.append(node)
-                capacity = attrs.get("physical_capacity_bps")
-                if capacity is None:
-                    add("required_attribute", f"port {node!r} has no physical_capacity_bps")
-                elif (type(capacity) is not int or capacity < MIN_PORT_CAPACITY_BPS) and (
-                    not _is_int(capacity) or capacity < MIN_PORT_CAPACITY_BPS
-                ):  # the first test only spares the common int the call to _is_int
-                    add("bandwidth", f"port {node!r} has physical_capacity_bps {capacity!r}")
-            elif kind == "EK_PACKET_SWITCH":
-                switches.append(node)
-                loc = attrs.get("switch_loc")
-                stage = loc.get("stage") if isinstance(loc, dict) else None
-                if stage is None or not _is_int(stage) or stage < 1:
-                    add("required_attribute", f"switch {node!r} has switch_loc {loc!r}")
-    touched: set[Hashable] = set()
-    touch = touched.add
+        kind = attrs.get("type")
+        name = attrs.get("name")
+        if type(kind) is not str or kind not in valid_kinds:
+            report.add("node_type", f"{node!r} has type {kind!r}")
+            kinds[node] = None
+        else:
+            kinds[node] = kind
+            if type(name) is str and name:
+                entity = (kind, name)
+                if entity in seen_entities:
+                    report.add("unique_entity", f"{kind} {name} appears twice")
+                seen_entities.add(entity)
+        if type(name) is not str or not name:
+            report.add("node_type", f"{node!r} has no str name")
+        if kind == "EK_PORT":
+            ports.append(node)
+            capacity = attrs.get("physical_capacity_bps")
+            if capacity is None:
+                report.add("required_attribute", f"port {node!r} has no physical_capacity_bps")
+            elif not _is_int(capacity) or capacity < MIN_PORT_CAPACITY_BPS:
+                report.add("bandwidth", f"port {node!r} has physical_capacity_bps {capacity!r}")
+        elif kind == "EK_PACKET_SWITCH":
+            switches.append(node)
+            loc = attrs.get("switch_loc")
+            stage = loc.get("stage") if isinstance(loc, dict) else None
+            if stage is None or not _is_int(stage) or stage < 1:
+                report.add("required_attribute", f"switch {node!r} has switch_loc {loc!r}")
+    touched: set[Hashable] = {source for source, _ in graph.edges}
+    touched.update(target for _, target in graph.edges)
     port_parents: dict[Hashable, int] = {}
     switches_with_ports: set[Hashable] = set()
-    relation_kinds = _RELATION_KINDS
-    allowed = ALLOWED_RELATIONS
-    kind_of = kinds.get
-    edge_items = list(graph.edges.items())
-    for start in range(0, len(edge_items), DEADLINE_STRIDE):
-        if deadline is not None:
+    relation_kinds = frozenset(RELATION_KINDS)
+    for count, ((source, target), attrs) in enumerate(graph.edges.items()):
+        if deadline is not None and count % DEADLINE_STRIDE == 0:
             deadline.check()
-        for (source, target), attrs in edge_items[start : start + DEADLINE_STRIDE]:
-            touch(source)
-            touch(target)
-            relation = attrs.get("type")
-            if type(relation) is not str or relation not in relation_kinds:
-                add("edge_type", f"{source!r}->{target!r} has type {relation!r}")
-                continue
-            if source == target:
-                add("edge_type", f"self-loop on {source!r}")
-                continue
-            triple = (kind_of(source), relation, kind_of(target))
-            if triple not in allowed:
-                add(
-                    "hierarchy",
-                    f"{source!r} -{relation}-> {target!r} ({triple[0]} -> {triple[2]})",
-                )
-                continue
-            if triple[2] == "EK_PORT" and relation == CONTAINS:
-                port_parents[target] = port_parents.get(target, 0) + 1
-                switches_with_ports.add(source)
+        relation = attrs.get("type")
+        if type(relation) is not str or relation not in relation_kinds:
+            report.add("edge_type", f"{source!r}->{target!r} has type {relation!r}")
+            continue
+        if source == target:
+            report.add("edge_type", f"self-loop on {source!r}")
+            continue
+        triple = (kinds.get(source), relation, kinds.get(target))
+        if triple not in ALLOWED_RELATIONS:
+            report.add(
+                "hierarchy", f"{source!r} -{relation}-> {target!r} ({triple[0]} -> {triple[2]})"
+            )
+            continue
+        if relation == CONTAINS and triple[2] == "EK_PORT":
+            port_parents[target] = port_parents.get(target, 0) + 1
+            switches_with_ports.add(source)
     if len(touched) != len(graph.nodes):
         for node in graph.nodes:
             if node not in touched:
-                add("isolated_node", f"{node!r} has no edges")
+                report.add("isolated_node", f"{node!r} has no edges")
     for port in ports:
         if port_parents.get(port, 0) != 1:
-            add("port_on_switch", f"port {port!r} has {port_parents.get(port, 0)} parents")
+            report.add("port_on_switch", f"port {port!r} has {port_parents.get(port, 0)} parents")
     for switch in switches:
         if switch not in switches_with_ports:
-            add("port_on_switch", f"switch {switch!r} contains no port")
+            report.add("port_on_switch", f"switch {switch!r} contains no port")
     return report
 
 
