@@ -278,8 +278,9 @@ def port_capacities(key: str) -> dict[str, int]:
 
 
 @lru_cache(maxsize=8)
-def _initial_port_attrs(key: str) -> dict[str, dict[str, Any]]:
-    """Port id -> its attribute dict in the query graph ``key`` (shared by the views of
+def initial_port_attrs(key: str) -> dict[str, dict[str, Any]]:
+    """Port id -> its attribute dict in the query graph ``key``: the base port's attributes
+    with ``physical_capacity_bps`` from :func:`port_capacities` (shared by the views of
     :func:`initial_view`, which copy one before changing it; never mutate)."""
     node_attrs = operands().node_attrs
     return {
@@ -291,12 +292,12 @@ def _initial_port_attrs(key: str) -> dict[str, dict[str, Any]]:
 def initial_view(key: str) -> TopologyView:
     """A fresh view of the MALT graph with the port capacities of ``key``.
 
-    The port attribute dicts are built once per key (:func:`_initial_port_attrs`, about
+    The port attribute dicts are built once per key (:func:`initial_port_attrs`, about
     1-2 ms) and shared copy-on-write (``TopologyView.owned_attrs``), so another view of a
     recent key costs one C-level dict update.
     """
     view = TopologyView(load_graph())
-    view.replaced_attrs.update(_initial_port_attrs(key))
+    view.replaced_attrs.update(initial_port_attrs(key))
     return view
 
 

@@ -52,8 +52,9 @@ from apps.malt.checks import (
 )
 from apps.malt.operations import execute
 from apps.malt.overlay import TopologyView
-from apps.malt.queries import initial_view
-from apps.malt.topology import load_graph
+from apps.malt.queries import initial_port_attrs, initial_view, port_capacities
+from apps.malt.safe_views import view_plainly_safe
+from apps.malt.topology import MIN_PORT_CAPACITY_BPS, load_graph
 
 #: Seconds of evaluator time allowed for handling one reply: extracting the code and judging
 #: the returned value (the sandbox run in between has its own limits and is not counted). An
@@ -140,6 +141,74 @@ def _compare_answer(kind: str, answer: Any, expected: Any) -> Comparison:
     return compare_number(answer, expected)
 
 
+class _Graphs:
+    """The expected final and the unchanged topology of one judgement, each built once when
+    first needed, and what is known about them (issue 15 item 4).
+
+    ``final()`` is the topology a returned graph should equal: the expected one when the
+    query changes the topology, else the unchanged one.
+    """
+
+    def __init__(self, truth: JSON) -> None:
+        self.truth = truth
+        self._expected: tuple[TopologyView, NormalizedGraph] | None = None
+        self._shipped: NormalizedGraph | None = None
+        self._equal: tuple[NormalizedGraph, bool] | None = None
+
+    def expected(self) -> NormalizedGraph:
+        """The expected final topology (the program re-executed on the query's graph)."""
+        if self._expected is None:
+            view = expected_topology(self.truth)
+            self._expected = (view, NormalizedGraph.from_view(view))
+        return self._expected[1]
+
+    def shipped(self) -> NormalizedGraph:
+        """The query's unchanged topology (cached across calls for the last few keys)."""
+        if self._shipped is None:
+            self._shipped = _shipped_topology(self.truth.get("graph_key"))
+        return self._shipped
+
+    def final(self) -> NormalizedGraph:
+        """What a returned topology must equal."""
+        return self.expected() if self.truth["changes_topology"] else self.shipped()
+
+    def equals_final(self, graph: NormalizedGraph) -> bool:
+        """``same_graph(graph, final())``, computed once per returned graph."""
+        if self._equal is None or self._equal[0] is not graph:
+            self._equal = (graph, same_graph(graph, self.final()))
+        return self._equal[1]
+
+    def final_proved_safe(self) -> bool:
+        """True when :func:`apps.malt.safe_views.view_plainly_safe` proves ``final()`` safe."""
+        key = self.truth.get("graph_key")
+        trusted = _trusted_port_attrs(key) if key is not None else None
+        if self.truth["changes_topology"]:
+            self.expected()
+            assert self._expected is not None
+            return view_plainly_safe(self._expected[0], trusted)
+        return _shipped_proved_safe(key)
+
+
+def _trusted_port_attrs(key: str) -> Mapping[str, Mapping[str, Any]] | None:
+    """The shared port dicts of ``key``'s views when each is safe by construction: the base
+    port's attributes (safe when the base is, which ``view_plainly_safe`` checks) with an
+    integer capacity of at least the floor (checked here, C-level); else None."""
+    capacities = port_capacities(key).values()
+    if not set(map(type, capacities)) <= {int}:
+        return None
+    if min(capacities, default=MIN_PORT_CAPACITY_BPS) < MIN_PORT_CAPACITY_BPS:
+        return None
+    return initial_port_attrs(key)
+
+
+@functools.lru_cache(maxsize=8)
+def _shipped_proved_safe(graph_key: str | None) -> bool:
+    """True when the query's unchanged topology is proved safe (cached per key)."""
+    if graph_key is None:
+        return view_plainly_safe(TopologyView(load_graph()))
+    return view_plainly_safe(initial_view(graph_key), _trusted_port_attrs(graph_key))
+
+
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector for the block (restored even on errors).
@@ -199,6 +268,10 @@ def _judge(
         failure, explanation = None, ""
         answer, updated = value["answer"], value.get("updated_graph")
 
+    # Each graph is built at most once per call, and only when needed (issue 15 item 4): the
+    # expected final topology (re-executed from the program) and the query's unchanged one.
+    graphs = _Graphs(truth)
+
     # ---- safety: only on a returned topology
     judged_graph: NormalizedGraph | None = None
     safety: SafetyReport | None = None
@@ -209,11 +282,18 @@ def _judge(
     if candidate is not None:
         try:
             judged_graph = parse_graph(candidate, deadline)
-            safety = check_safety(judged_graph, deadline)
         except GraphFormatError as exc:
             graph_error = str(exc)
             safety = SafetyReport()
             safety.add("graph_shape", f"{source} is not a readable graph: {exc}")
+        if judged_graph is not None:
+            # equal to the final topology, proved safe from its changes: the same (empty)
+            # report check_safety would give; otherwise the full pass
+            safety = (
+                SafetyReport()
+                if graphs.equals_final(judged_graph) and graphs.final_proved_safe()
+                else check_safety(judged_graph, deadline)
+            )
     safe = safety is None or safety.safe
     details["safety"] = (
         {"safe": True, "judged": "no graph"}
@@ -222,19 +302,7 @@ def _judge(
     )
 
     # ---- correctness
-    # Each graph is built at most once per call, and only when needed (issue 15 item 4): the
-    # expected final topology (re-executed from the program) and the query's unchanged one.
-    built: dict[str, NormalizedGraph] = {}
-
-    def expected() -> NormalizedGraph:
-        if "expected" not in built:
-            built["expected"] = NormalizedGraph.from_view(expected_topology(truth))
-        return built["expected"]
-
-    def shipped() -> NormalizedGraph:
-        if "shipped" not in built:
-            built["shipped"] = _shipped_topology(truth.get("graph_key"))
-        return built["shipped"]
+    expected, shipped = graphs.expected, graphs.shipped
 
     #: the graph the returned topology was compared with, when it compared equal
     matched: NormalizedGraph | None = None
@@ -260,7 +328,11 @@ def _judge(
                 else:
                     target = expected() if truth["changes_topology"] else shipped()
         if failure is None and target is not None and judged_graph is not None:
-            comparison = compare_graphs(judged_graph, target)
+            comparison = (
+                Comparison(True)
+                if target is graphs.final() and graphs.equals_final(judged_graph)
+                else compare_graphs(judged_graph, target)
+            )
             if comparison.equal:
                 matched = target
             else:
@@ -282,7 +354,7 @@ def _judge(
     )
     radius = 0
     if judged_graph is not None:
-        final = expected() if truth["changes_topology"] else shipped()
+        final = graphs.final()
         if matched is not final:  # equal to the final topology: nothing broken
             radius = blast_radius(judged_graph, final, shipped())
     details["explanation"] = explanation or "correct"

@@ -17,10 +17,11 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from apps.malt import queries
+from apps.malt import queries, safe_views
 from apps.malt.app import MaltApp
+from apps.malt.checks import NormalizedGraph, check_safety
 from apps.malt.operations import capacity_bps
-from apps.malt.queries import SPEEDS_BPS, ground_truth, query_graph
+from apps.malt.queries import BLOCK, SPEEDS_BPS, ground_truth, query_graph
 from apps.malt.scoring import judge
 from apps.malt.topology import load_graph
 
@@ -193,3 +194,71 @@ def test_the_topology_index_and_draft_capacities_match_a_walk_and_the_view() -> 
         assert ctx.capacity(node) == capacity_bps(view, node)
     port = ops.by_kind["EK_PORT"][0]
     assert ctx.port_capacity(port) == view.attrs(port)["physical_capacity_bps"]
+
+
+def _broken_views(truth: dict[str, Any]) -> list[Any]:
+    """The expected view of ``truth`` and copies changed in one way each (safe or not)."""
+    ops = queries.operands()
+    key = truth["graph_key"]
+    rng = random.Random(key)
+
+    def fresh() -> Any:
+        _, view = ground_truth(truth["program"], key)
+        return view
+
+    switch = rng.choice(ops.by_kind["EK_PACKET_SWITCH"])
+    other = rng.choice(ops.by_kind["EK_PACKET_SWITCH"])
+    port = ops.children(switch)[0]
+    changes = [
+        lambda v: None,
+        lambda v: v.set_attr(port, "physical_capacity_bps", 500_000_000),
+        lambda v: v.set_attr(port, "physical_capacity_bps", 1.5e9),
+        lambda v: v.set_attr(port, "physical_capacity_bps", 2_000_000_000),
+        lambda v: v.set_attr(port, "name", ""),
+        lambda v: v.set_attr(switch, "type", "EK_SWITCH"),
+        lambda v: v.set_attr(switch, "switch_loc", {"stage": 0}),
+        lambda v: v.add_node("EK_RACK:lonely", {"name": "lonely", "type": "EK_RACK"}),
+        lambda v: v.add_node("EK_PORT:dup", dict(v.attrs(port))),
+        lambda v: v.add_edge(other, port, {"type": "RK_CONTAINS"}),
+        lambda v: v.add_edge(port, switch, {"type": "RK_CONTAINS"}),
+        lambda v: v.add_edge(switch, switch, {"type": "RK_CONTAINS"}),
+        lambda v: v.add_edge(switch, port, {"type": "RK_CONTAINS"}),
+        lambda v: v.add_edge(switch, port, {"type": "RK_OWNS"}),
+        lambda v: [v.remove(p) for p in ops.children(switch)],
+        lambda v: [v.remove(p) for p in ops.children(switch)[1:]],
+        lambda v: v.remove(switch),
+        lambda v: v.remove(rng.choice(ops.by_kind["EK_CHASSIS"])),
+        lambda v: v.remove(rng.choice(ops.by_kind["EK_CONTROL_POINT"])),
+        lambda v: v.remove(rng.choice(ops.by_kind["EK_RACK"])),
+        lambda v: v.remove(rng.choice(ops.by_kind["EK_AGG_BLOCK"])),
+    ]
+    views = []
+    for change in changes:
+        view = fresh()
+        try:
+            change(view)
+        except (KeyError, ValueError):
+            continue  # that change does not apply to this view
+        views.append(view)
+    return views
+
+
+def test_a_view_proved_safe_passes_the_full_safety_pass() -> None:
+    """view_plainly_safe is one-sided: True only where check_safety finds nothing; and it
+    does prove every ground truth and unchanged query graph safe (so the judge uses it)."""
+    proved, unsafe = 0, 0
+    for query in APP.generate(2 * BLOCK, seed=13):
+        truth = query.ground_truth
+        key = truth["graph_key"]
+        trusted = queries.initial_port_attrs(key)
+        assert safe_views.trusted_port_attrs(trusted, load_graph())
+        _, expected = ground_truth(truth["program"], key)
+        assert safe_views.view_plainly_safe(expected, trusted)
+        assert safe_views.view_plainly_safe(queries.initial_view(key), trusted)
+        for view in _broken_views(truth):
+            full = check_safety(NormalizedGraph.from_view(view))
+            if safe_views.view_plainly_safe(view, trusted):
+                assert full.safe, full.to_dict()
+                proved += 1
+            unsafe += not full.safe
+    assert proved >= 2 * BLOCK and unsafe >= 10 * BLOCK
