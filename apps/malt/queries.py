@@ -284,7 +284,7 @@ def initial_port_attrs(key: str) -> dict[str, dict[str, Any]]:
     :func:`initial_view`, which copy one before changing it; never mutate)."""
     node_attrs = operands().node_attrs
     return {
-        port: {**node_attrs[port], "physical_capacity_bps": capacity}
+        port: dict(node_attrs[port], physical_capacity_bps=capacity)
         for port, capacity in port_capacities(key).items()
     }
 

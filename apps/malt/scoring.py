@@ -347,11 +347,16 @@ def _judge(
             comparison = Comparison(False, f"answer is not a readable graph: {exc}")
         if not comparison.equal:
             failure, explanation = "wrong_answer", comparison.explanation
-    # a node count other than the unchanged topology's is a change (same_graph would say so)
-    changed_state = judged_graph is not None and (
-        len(judged_graph.nodes) != load_graph().number_of_nodes()
-        or not same_graph(judged_graph, shipped())
-    )
+    # not same_graph(judged, unchanged), cheaply: another node count is a change; a graph
+    # equal to the final topology is a change when the final topology is one (the final and
+    # the unchanged graph share most attribute dicts, so that equality is mostly identity)
+    changed_state = False
+    if judged_graph is not None:
+        if len(judged_graph.nodes) != load_graph().number_of_nodes():
+            changed_state = True
+        else:
+            compared = graphs.final() if graphs.equals_final(judged_graph) else judged_graph
+            changed_state = not same_graph(compared, shipped())
     radius = 0
     if judged_graph is not None:
         final = graphs.final()
