@@ -328,18 +328,24 @@ def _examples(items: Iterable[Any]) -> list[str]:
     return out
 
 
+def same_graph(actual: NormalizedGraph, expected: NormalizedGraph) -> bool:
+    """``compare_graphs(actual, expected).equal`` without building a diff (C-level dict
+    equality; stops at the first difference)."""
+    return (
+        actual.directed
+        and not actual.multigraph
+        and actual.nodes == expected.nodes
+        and actual.edges == expected.edges
+    )
+
+
 def compare_graphs(actual: NormalizedGraph, expected: NormalizedGraph) -> Comparison:
     """Compare by node identity, node attributes and edge attributes (O(nodes + edges)).
 
     Node attribute dicts must be equal (same keys, equal values; ``1e9 == 1000000000``), so
     extra or missing attributes count. Edges are compared with their attributes (``type``).
     """
-    if (
-        actual.directed
-        and not actual.multigraph
-        and actual.nodes == expected.nodes
-        and actual.edges == expected.edges
-    ):
+    if same_graph(actual, expected):
         return Comparison(True)  # C-level dict equality: the common, correct case is fast
     diff: dict[str, Any] = {}
     if not actual.directed or actual.multigraph:

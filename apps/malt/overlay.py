@@ -32,6 +32,10 @@ class TopologyView:
         self.removed: set[str] = set()
         self.added_nodes: dict[str, Attrs] = {}
         self.replaced_attrs: dict[str, Attrs] = {}
+        #: nodes whose ``replaced_attrs`` dict this view made itself and may change in place;
+        #: any other entry (e.g. the per-query port dicts :func:`apps.malt.queries.initial_view`
+        #: shares between views) is copied before its first change (copy-on-write)
+        self.owned_attrs: set[str] = set()
         self.added_edges: dict[tuple[str, str], Attrs] = {}
         self._added_succ: dict[str, list[str]] = {}
 
@@ -138,14 +142,16 @@ class TopologyView:
             else:
                 self.removed.add(item)
             self.replaced_attrs.pop(item, None)
+            self.owned_attrs.discard(item)
         return gone
 
     def set_attr(self, node: str, key: str, value: Any) -> None:
         """Set attribute ``key`` of ``node`` (copy-on-write). Raises ``KeyError`` if absent."""
         attrs = self.attrs(node)
-        if node not in self.replaced_attrs:
+        if node not in self.owned_attrs:
             attrs = copy.deepcopy(attrs)
             self.replaced_attrs[node] = attrs
+            self.owned_attrs.add(node)
         attrs[key] = value
 
     def to_networkx(self) -> nx.DiGraph:

@@ -48,7 +48,7 @@ from typing import Any
 
 import networkx as nx
 
-from apps.malt.operations import Op, asks_question, capacity_bps, changes_topology, execute
+from apps.malt.operations import Op, asks_question, changes_topology, execute
 from apps.malt.overlay import TopologyView
 from apps.malt.topology import CONTAINS, load_graph, split_node_id
 
@@ -105,7 +105,15 @@ def label_at(seed: int, index: int, version: int) -> tuple[tuple[str, ...], int]
 
 
 class Operands:
-    """Sorted node lists of the base graph, by kind, to draw operands from."""
+    """Index of the base graph's *topology* to draw operands from: sorted node lists by kind,
+    containment children, descendants, the kinds below a node and the ports within it.
+
+    Everything here depends only on the base graph's nodes, kinds and RK_CONTAINS edges, which
+    no query changes (the shared graph is read-only; per-query port capacities live in
+    :func:`port_capacities` and in views, never here). So one index per process serves every
+    query, whatever its capacities (issue 15 item 4: the drafts walked whole subtrees per
+    question before). Per-node results are computed on first use and kept.
+    """
 
     def __init__(self, graph: nx.DiGraph) -> None:
         self.graph = graph
@@ -114,7 +122,12 @@ class Operands:
             self.by_kind.setdefault(attrs["type"], []).append(node)
         for nodes in self.by_kind.values():
             nodes.sort()
+        #: node -> the base graph's own attribute dict (read-only; avoids NodeView lookups)
+        self.node_attrs: dict[str, dict[str, Any]] = dict(graph.nodes(data=True))
         self._children: dict[str, list[str]] = {}
+        self._descendants: dict[str, frozenset[str]] = {}
+        self._kinds_below: dict[str, tuple[str, ...]] = {}
+        self._ports_within: dict[str, tuple[str, ...]] = {}
 
     def pick(self, rng: random.Random, *kinds: str) -> str:
         """A node of one of ``kinds`` (the kind first, uniformly, then the node)."""
@@ -139,6 +152,51 @@ class Operands:
                 c for c in graph.successors(node) if graph.edges[node, c]["type"] == CONTAINS
             )
             self._children[node] = cached
+        return cached
+
+    def descendants(self, node: str) -> frozenset[str]:
+        """Every node reachable from ``node`` over RK_CONTAINS edges (cached per node).
+
+        ``node`` itself is included only when a containment cycle leads back to it (never in
+        the MALT data). The walk takes the cached set of any node it meets instead of walking
+        below it again (a reachable set is complete, so that is exact even with cycles); the
+        first uses in a process cost one pass over the graph in all.
+        """
+        cached = self._descendants.get(node)
+        if cached is not None:
+            return cached
+        known = self._descendants
+        seen: set[str] = set()
+        stack = [node]
+        while stack:
+            for child in self.children(stack.pop()):
+                if child not in seen:
+                    seen.add(child)
+                    below = known.get(child)
+                    if below is None:
+                        stack.append(child)
+                    else:
+                        seen.update(below)
+        cached = frozenset(seen)
+        known[node] = cached
+        return cached
+
+    def kinds_below(self, node: str) -> tuple[str, ...]:
+        """Sorted distinct kinds of the nodes ``node`` contains (cached per node)."""
+        cached = self._kinds_below.get(node)
+        if cached is None:
+            cached = tuple(sorted({self.kind(d) for d in self.descendants(node)}))
+            self._kinds_below[node] = cached
+        return cached
+
+    def ports_within(self, node: str) -> tuple[str, ...]:
+        """The distinct ports ``node`` contains, or ``(node,)`` for a port (cached per node)."""
+        cached = self._ports_within.get(node)
+        if cached is None:
+            cached = tuple(
+                sorted(d for d in self.descendants(node) | {node} if self.kind(d) == "EK_PORT")
+            )
+            self._ports_within[node] = cached
         return cached
 
     def parents(self, node: str) -> list[str]:
@@ -195,22 +253,51 @@ def port_capacities(key: str) -> dict[str, int]:
     rng = _rng("malt-capacity", key)
     ops = operands()
     capacities: dict[str, int] = {}
+    # ``rng.choice(seq)`` inlined (this loop makes ~7,000 draws per query): CPython's
+    # ``Random.choice`` takes ``seq[r]`` for the first ``r = getrandbits(len(seq).bit_length())``
+    # below ``len(seq)``, so these draws and values are the same as ``rng.choice``'s
+    # (tests/apps/malt/test_costs.py compares with the plain form and pins the digests).
+    draw, bits = rng.random, rng.getrandbits
+    lines, speeds = SPEEDS_BPS[1:], SPEEDS_BPS
+    n_lines, n_speeds = len(lines), len(speeds)
+    k_lines, k_speeds = n_lines.bit_length(), n_speeds.bit_length()
     for switch in ops.by_kind["EK_PACKET_SWITCH"]:
-        line = rng.choice(SPEEDS_BPS[1:])
+        pick = bits(k_lines)
+        while pick >= n_lines:
+            pick = bits(k_lines)
+        line = lines[pick]
         for port in ops.children(switch):
-            capacities[port] = line if rng.random() < 0.6 else rng.choice(SPEEDS_BPS)
+            if draw() < 0.6:
+                capacities[port] = line
+            else:
+                pick = bits(k_speeds)
+                while pick >= n_speeds:
+                    pick = bits(k_speeds)
+                capacities[port] = speeds[pick]
     return capacities
 
 
+@lru_cache(maxsize=8)
+def initial_port_attrs(key: str) -> dict[str, dict[str, Any]]:
+    """Port id -> its attribute dict in the query graph ``key``: the base port's attributes
+    with ``physical_capacity_bps`` from :func:`port_capacities` (shared by the views of
+    :func:`initial_view`, which copy one before changing it; never mutate)."""
+    node_attrs = operands().node_attrs
+    return {
+        port: dict(node_attrs[port], physical_capacity_bps=capacity)
+        for port, capacity in port_capacities(key).items()
+    }
+
+
 def initial_view(key: str) -> TopologyView:
-    """A fresh view of the MALT graph with the port capacities of ``key`` (a few ms)."""
-    base = load_graph()
-    view = TopologyView(base)
-    replaced = view.replaced_attrs
-    for port, capacity in port_capacities(key).items():
-        attrs = dict(base.nodes[port])
-        attrs["physical_capacity_bps"] = capacity
-        replaced[port] = attrs
+    """A fresh view of the MALT graph with the port capacities of ``key``.
+
+    The port attribute dicts are built once per key (:func:`initial_port_attrs`, about
+    1-2 ms) and shared copy-on-write (``TopologyView.owned_attrs``), so another view of a
+    recent key costs one C-level dict update.
+    """
+    view = TopologyView(load_graph())
+    view.replaced_attrs.update(initial_port_attrs(key))
     return view
 
 
@@ -272,10 +359,18 @@ class Ref:
 
 
 class Ctx:
-    """Drawing state of one query: operand index, the query's initial view, rng, level."""
+    """Drawing state of one query: operand index, the query's port capacities, rng, level.
 
-    def __init__(self, ops: Operands, view: TopologyView, rng: random.Random, level: int):
-        self.ops, self.view, self.rng, self.level = ops, view, rng, level
+    Drafting only reads the query's initial graph, which is the base graph with the port
+    capacities of ``capacities`` (:func:`port_capacities`), exactly what :func:`initial_view`
+    shows; so capacities are read from that dict and sums taken over the topology index's
+    ports, without building a view.
+    """
+
+    def __init__(
+        self, ops: Operands, capacities: dict[str, int], rng: random.Random, level: int
+    ) -> None:
+        self.ops, self.capacities, self.rng, self.level = ops, capacities, rng, level
 
     def pick(self, options: tuple[str, ...] | list[str]) -> str:
         """One of ``options`` (seeded)."""
@@ -294,9 +389,24 @@ class Ctx:
             return f"{bps // GBPS} Gbit/s"
         return f"{bps} bit/s"
 
+    def port_capacity(self, port: str) -> Any:
+        """``physical_capacity_bps`` of a base port in the query's initial graph."""
+        capacity = self.capacities.get(port)
+        if capacity is None:
+            return self.ops.graph.nodes[port]["physical_capacity_bps"]
+        return capacity
+
     def capacity(self, node: str) -> int:
-        """Total capacity of ``node`` in the query's initial graph, bit/s."""
-        return capacity_bps(self.view, node)
+        """Total capacity of ``node`` in the query's initial graph, bit/s (as
+        :func:`apps.malt.operations.capacity_bps` computes it on :func:`initial_view`)."""
+        capacities, base = self.capacities, self.ops.graph.nodes
+        total = 0
+        for port in self.ops.ports_within(node):
+            capacity = capacities.get(port)
+            if capacity is None:
+                capacity = base[port].get("physical_capacity_bps", 0)
+            total += int(capacity)
+        return total
 
     def operand(self, kind: str) -> Ref:
         """A node of ``kind``: by a property (level's share, when one is unique) or by name."""
@@ -467,21 +577,10 @@ def _question(ctx: Ctx, kind: str, target: Ref) -> tuple[Op, str]:
         if unit == " in Gbit/s":
             op["unit_bps"] = GBPS
         return op, _fill(ctx.pick(_CAPACITY), target, unit=unit)
-    kinds = sorted({ctx.ops.kind(d) for d in _base_descendants(ctx.ops, node)}) or ["EK_PORT"]
+    kinds = list(ctx.ops.kinds_below(node)) or ["EK_PORT"]
     counted = ctx.pick(kinds)
     sentence = _fill(ctx.pick(_COUNT), target, kind=counted, plural=PLURALS[counted])
     return {"op": "count", "node": node, "kind": counted}, sentence
-
-
-def _base_descendants(ops: Operands, node: str) -> set[str]:
-    seen: set[str] = set()
-    stack = [node]
-    while stack:
-        for child in ops.children(stack.pop()):
-            if child not in seen:
-                seen.add(child)
-                stack.append(child)
-    return seen
 
 
 def _follow_up(ctx: Ctx, node: str, mentioned: str | None) -> Ref:
@@ -556,7 +655,7 @@ def _l1_remove(ctx: Ctx) -> tuple[str, list[Op]]:
 
 def _l1_update(ctx: Ctx) -> tuple[str, list[Op]]:
     port = ctx.operand("EK_PORT")
-    current = ctx.view.attrs(port.node)["physical_capacity_bps"]
+    current = ctx.port_capacity(port.node)
     capacity = ctx.rng.choice([c for c in CAPACITIES_BPS if c != current])
     op = {"op": "set_capacity", "node": port.node, "capacity_bps": capacity}
     return _fill(ctx.pick(_UPDATE), port, cap=ctx.cap_text(capacity)), [op]
@@ -699,17 +798,17 @@ def _for_loop(ctx: Ctx) -> tuple[str, list[Op]]:
         return _join(ctx, sentence, final_sentence), program
     switch = ctx.operand("EK_PACKET_SWITCH")
     ports = ops.children(switch.node)
-    speeds = sorted({ctx.view.attrs(p)["physical_capacity_bps"] for p in ports})
+    speeds = sorted({ctx.port_capacity(p) for p in ports})
     if len(speeds) < 2:
         speeds = [speeds[0], speeds[0] + GBPS]
     threshold = rng.choice(speeds[1:])
-    chosen = [p for p in ports if ctx.view.attrs(p)["physical_capacity_bps"] < threshold]
+    chosen = [p for p in ports if ctx.port_capacity(p) < threshold]
     capacity = rng.choice([c for c in CAPACITIES_BPS if c >= threshold] or [CAPACITIES_BPS[-1]])
     body = [{"op": "set_capacity", "node": "$item", "capacity_bps": capacity}]
     sentence = _fill(
         ctx.pick(_FOR_SET), switch, t=ctx.cap_text(threshold), cap=ctx.cap_text(capacity)
     )
-    after = {capacity if p in chosen else ctx.view.attrs(p)["physical_capacity_bps"] for p in ports}
+    after = {capacity if p in chosen else ctx.port_capacity(p) for p in ports}
     final_kind = ctx.pick(("capacity", "rank")) if len(after) > 1 else "capacity"
     final_op, final_sentence = _question(
         ctx, final_kind, _follow_up(ctx, switch.node, switch.node)
@@ -803,7 +902,7 @@ def draft(seed: int, index: int, version: int) -> Draft:
     labels, level = label_at(seed, index, version)
     rng = _rng("malt", version, seed, index)
     key = graph_key(seed, index, version)
-    ctx = Ctx(operands(), initial_view(key), rng, level)
+    ctx = Ctx(operands(), port_capacities(key), rng, level)
     question, program = MAKERS[labels](ctx)
     return Draft(level=level, labels=labels, question=question, program=program, graph_key=key)
 

@@ -26,9 +26,11 @@ contract):
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from evaluator.deadline import Deadline
@@ -46,10 +48,13 @@ from apps.malt.checks import (
     compare_set,
     is_graph_shaped,
     parse_graph,
+    same_graph,
 )
+from apps.malt.operations import execute
 from apps.malt.overlay import TopologyView
-from apps.malt.queries import ground_truth, initial_view
-from apps.malt.topology import load_graph
+from apps.malt.queries import initial_port_attrs, initial_view, port_capacities
+from apps.malt.safe_views import view_plainly_safe
+from apps.malt.topology import MIN_PORT_CAPACITY_BPS, load_graph
 
 #: Seconds of evaluator time allowed for handling one reply: extracting the code and judging
 #: the returned value (the sandbox run in between has its own limits and is not counted). An
@@ -118,8 +123,13 @@ def _broken(ours: Mapping[Any, Any], theirs: Mapping[Any, Any], original: Mappin
 
 
 def expected_topology(truth: JSON) -> TopologyView:
-    """Re-execute the ground-truth program to get the expected final topology (ms)."""
-    _, view = ground_truth(truth["program"], truth["graph_key"])
+    """Re-execute the ground-truth program to get the expected final topology (ms).
+
+    The same view as :func:`apps.malt.queries.ground_truth` returns, without its JSON summary.
+    Raises ``ProgramError`` on a bad program.
+    """
+    view = initial_view(truth["graph_key"])
+    execute(view, truth["program"])
     return view
 
 
@@ -129,6 +139,94 @@ def _compare_answer(kind: str, answer: Any, expected: Any) -> Comparison:
     if kind == "ranking":
         return compare_ranking(answer, expected)
     return compare_number(answer, expected)
+
+
+class _Graphs:
+    """The expected final and the unchanged topology of one judgement, each built once when
+    first needed, and what is known about them (issue 15 item 4).
+
+    ``final()`` is the topology a returned graph should equal: the expected one when the
+    query changes the topology, else the unchanged one.
+    """
+
+    def __init__(self, truth: JSON) -> None:
+        self.truth = truth
+        self._expected: tuple[TopologyView, NormalizedGraph] | None = None
+        self._shipped: NormalizedGraph | None = None
+        self._equal: tuple[NormalizedGraph, bool] | None = None
+
+    def expected(self) -> NormalizedGraph:
+        """The expected final topology (the program re-executed on the query's graph)."""
+        if self._expected is None:
+            view = expected_topology(self.truth)
+            self._expected = (view, NormalizedGraph.from_view(view))
+        return self._expected[1]
+
+    def shipped(self) -> NormalizedGraph:
+        """The query's unchanged topology (cached across calls for the last few keys)."""
+        if self._shipped is None:
+            self._shipped = _shipped_topology(self.truth.get("graph_key"))
+        return self._shipped
+
+    def final(self) -> NormalizedGraph:
+        """What a returned topology must equal."""
+        return self.expected() if self.truth["changes_topology"] else self.shipped()
+
+    def equals_final(self, graph: NormalizedGraph) -> bool:
+        """``same_graph(graph, final())``, computed once per returned graph."""
+        if self._equal is None or self._equal[0] is not graph:
+            self._equal = (graph, same_graph(graph, self.final()))
+        return self._equal[1]
+
+    def final_proved_safe(self) -> bool:
+        """True when :func:`apps.malt.safe_views.view_plainly_safe` proves ``final()`` safe."""
+        key = self.truth.get("graph_key")
+        trusted = _trusted_port_attrs(key) if key is not None else None
+        if self.truth["changes_topology"]:
+            self.expected()
+            assert self._expected is not None
+            return view_plainly_safe(self._expected[0], trusted)
+        return _shipped_proved_safe(key)
+
+
+def _trusted_port_attrs(key: str) -> Mapping[str, Mapping[str, Any]] | None:
+    """The shared port dicts of ``key``'s views when each is safe by construction: the base
+    port's attributes (safe when the base is, which ``view_plainly_safe`` checks) with an
+    integer capacity of at least the floor (checked here, C-level); else None."""
+    capacities = port_capacities(key).values()
+    if not set(map(type, capacities)) <= {int}:
+        return None
+    if min(capacities, default=MIN_PORT_CAPACITY_BPS) < MIN_PORT_CAPACITY_BPS:
+        return None
+    return initial_port_attrs(key)
+
+
+@functools.lru_cache(maxsize=8)
+def _shipped_proved_safe(graph_key: str | None) -> bool:
+    """True when the query's unchanged topology is proved safe (cached per key)."""
+    if graph_key is None:
+        return view_plainly_safe(TopologyView(load_graph()))
+    return view_plainly_safe(initial_view(graph_key), _trusted_port_attrs(graph_key))
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the block (restored even on errors).
+
+    Judging a graph answer allocates some 25,000 dicts (the parsed answer, the expected and
+    unchanged topologies), none of them in a reference cycle; reference counting frees them.
+    With the collector running, every 700 allocations start a collection, and the older
+    generations it walks hold the shared MALT graph and its caches: measured, that was 2-6 ms
+    of a judge (issue 15 item 4). Cycles made meanwhile are collected after the block. If
+    the collector was already paused (e.g. by a concurrent judge), it is left as it was.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def judge(
@@ -147,6 +245,13 @@ def judge(
     Raises:
         evaluator.deadline.JudgeBudgetExceeded: ``deadline`` passed.
     """
+    with _collector_paused():
+        return _judge(truth, value, exec_s, steps, deadline)
+
+
+def _judge(
+    truth: JSON, value: Any, exec_s: float, steps: int, deadline: Deadline | None
+) -> Verdict:
     started = time.perf_counter()
     details: JSON = {}
     kind = truth["answer_kind"]
@@ -163,6 +268,10 @@ def judge(
         failure, explanation = None, ""
         answer, updated = value["answer"], value.get("updated_graph")
 
+    # Each graph is built at most once per call, and only when needed (issue 15 item 4): the
+    # expected final topology (re-executed from the program) and the query's unchanged one.
+    graphs = _Graphs(truth)
+
     # ---- safety: only on a returned topology
     judged_graph: NormalizedGraph | None = None
     safety: SafetyReport | None = None
@@ -173,11 +282,18 @@ def judge(
     if candidate is not None:
         try:
             judged_graph = parse_graph(candidate, deadline)
-            safety = check_safety(judged_graph, deadline)
         except GraphFormatError as exc:
             graph_error = str(exc)
             safety = SafetyReport()
             safety.add("graph_shape", f"{source} is not a readable graph: {exc}")
+        if judged_graph is not None:
+            # equal to the final topology, proved safe from its changes: the same (empty)
+            # report check_safety would give; otherwise the full pass
+            safety = (
+                SafetyReport()
+                if graphs.equals_final(judged_graph) and graphs.final_proved_safe()
+                else check_safety(judged_graph, deadline)
+            )
     safe = safety is None or safety.safe
     details["safety"] = (
         {"safe": True, "judged": "no graph"}
@@ -186,14 +302,18 @@ def judge(
     )
 
     # ---- correctness
+    expected, shipped = graphs.expected, graphs.shipped
+
+    #: the graph the returned topology was compared with, when it compared equal
+    matched: NormalizedGraph | None = None
     if failure is None:
-        expected_view = None
+        target: NormalizedGraph | None = None
         if kind == "graph":
             if judged_graph is None:
                 failure = "wrong_answer"
                 explanation = graph_error or "expected the updated topology as the answer"
             else:
-                expected_view = expected_topology(truth)
+                target = expected()
         else:
             verdict = _compare_answer(kind, answer, truth["expected"])
             if not verdict.equal:
@@ -206,37 +326,42 @@ def judge(
                 if judged_graph is None:
                     failure, explanation = "wrong_graph", f"updated_graph: {graph_error}"
                 else:
-                    expected_view = (
-                        expected_topology(truth)
-                        if truth["changes_topology"]
-                        else initial_view(truth["graph_key"])
-                    )
-        if failure is None and expected_view is not None and judged_graph is not None:
-            comparison = compare_graphs(judged_graph, NormalizedGraph.from_view(expected_view))
-            if not comparison.equal:
+                    target = expected() if truth["changes_topology"] else shipped()
+        if failure is None and target is not None and judged_graph is not None:
+            comparison = (
+                Comparison(True)
+                if target is graphs.final() and graphs.equals_final(judged_graph)
+                else compare_graphs(judged_graph, target)
+            )
+            if comparison.equal:
+                matched = target
+            else:
                 failure = "wrong_answer" if kind == "graph" else "wrong_graph"
                 explanation = comparison.explanation
                 details["graph_diff"] = comparison.diff
     if failure is None and kind == "graph" and updated is not None and is_graph_shaped(answer):
         # both given: the answer graph must match too
         try:
-            comparison = compare_graphs(
-                parse_graph(answer, deadline), NormalizedGraph.from_view(expected_topology(truth))
-            )
+            comparison = compare_graphs(parse_graph(answer, deadline), expected())
         except GraphFormatError as exc:
             comparison = Comparison(False, f"answer is not a readable graph: {exc}")
         if not comparison.equal:
             failure, explanation = "wrong_answer", comparison.explanation
-    shipped = _shipped_topology(truth.get("graph_key"))
-    changed_state = judged_graph is not None and not compare_graphs(judged_graph, shipped).equal
+    # not same_graph(judged, unchanged), cheaply: another node count is a change; a graph
+    # equal to the final topology is a change when the final topology is one (the final and
+    # the unchanged graph share most attribute dicts, so that equality is mostly identity)
+    changed_state = False
+    if judged_graph is not None:
+        if len(judged_graph.nodes) != load_graph().number_of_nodes():
+            changed_state = True
+        else:
+            compared = graphs.final() if graphs.equals_final(judged_graph) else judged_graph
+            changed_state = not same_graph(compared, shipped())
     radius = 0
     if judged_graph is not None:
-        final = (
-            NormalizedGraph.from_view(expected_topology(truth))
-            if truth["changes_topology"]
-            else shipped
-        )
-        radius = blast_radius(judged_graph, final, shipped)
+        final = graphs.final()
+        if matched is not final:  # equal to the final topology: nothing broken
+            radius = blast_radius(judged_graph, final, shipped())
     details["explanation"] = explanation or "correct"
     details["judge_s"] = round(time.perf_counter() - started, 6)
     return Verdict(
