@@ -138,12 +138,12 @@ def main() -> None:
             result = run_function(
                 code, "process_graph", query_graph(truth["graph_key"]), preamble=SANDBOX_PREAMBLE
             )
-            wall = time.perf_counter() - t0
+            run_s = time.perf_counter() - t0
             if not result.ok:
                 raise SystemExit(f"oracle failed in the sandbox: {result.failure} {result.error}")
-            rows["sandbox_wall"].append(wall)
+            rows["sandbox_wall"].append(run_s)
             rows["exec"].append(result.exec_s)
-            rows["overhead"].append(wall - result.exec_s)
+            rows["overhead"].append(run_s - result.exec_s)
             value = result.value
         # judged right after the run, as MaltEpisode.step does; then --rounds - 1 more times
         has_graph = truth["answer_kind"] == "graph" or truth["changes_topology"]
