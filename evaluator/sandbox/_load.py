@@ -37,8 +37,9 @@ OVERLOAD_RUNNABLE_PER_CPU = 1.5
 STARVED_SHARE = 0.25
 #: Seconds between two samples while agent code runs.
 SAMPLE_INTERVAL_S = 0.25
-#: Fewest samples a verdict of overload rests on.
-MIN_SAMPLES = 4
+#: Fewest samples a verdict of overload rests on (more than 2.25 s of agent time at the
+#: interval): a short call under a brief burst of load keeps its timeout.
+MIN_SAMPLES = 10
 
 
 def procs_running(stat_path: str = "/proc/stat") -> int:

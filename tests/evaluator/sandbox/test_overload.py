@@ -94,7 +94,7 @@ def test_spinning_code_starved_by_the_host_is_an_infrastructure_failure(busy_hos
     require_tool("bwrap")
     require_root()
     with pytest.raises(SandboxOverloadedError, match="overloaded host"):
-        run_function(SPIN, "f", None, limits=SandboxLimits(wall_timeout_s=2.0, cpu_time_s=30.0))
+        run_function(SPIN, "f", None, limits=SandboxLimits(wall_timeout_s=3.0, cpu_time_s=30.0))
 
 
 @pytest.mark.root
@@ -103,7 +103,7 @@ def test_sleeping_code_on_a_busy_host_still_times_out_as_its_own_failure(busy_ho
     require_tool("bwrap")
     require_root()
     code = "import time\ndef f(x):\n    time.sleep(30)\n"
-    result = run_function(code, "f", None, limits=SandboxLimits(wall_timeout_s=2.0))
+    result = run_function(code, "f", None, limits=SandboxLimits(wall_timeout_s=3.0))
     assert result.failure == "timeout"
 
 
@@ -123,6 +123,6 @@ def test_agent_load_of_its_own_making_is_never_excused() -> None:
         "    while True:\n"
         "        pass\n"
     )
-    limits = SandboxLimits(wall_timeout_s=2.0, cpu_time_s=30.0, max_processes=8)
+    limits = SandboxLimits(wall_timeout_s=3.0, cpu_time_s=30.0, max_processes=8)
     result = run_function(code, "f", None, limits=limits)
     assert result.failure == "timeout", result
