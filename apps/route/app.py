@@ -44,6 +44,7 @@ from apps.route.examples import EXAMPLES
 from apps.route.faults import with_prefix
 from apps.route.mn import mininet_api
 from apps.route.network import RouteNetwork
+from apps.route.pool import RoutePool, default_pool
 from apps.route.probe import PROBE_TIMEOUT_S, PingallResult
 from apps.route.prompt import (
     PINGALL_MARKER,
@@ -61,7 +62,12 @@ class RouteEpisode(Episode):
     """One agent attempt at one routing query on a private Mininet network.
 
     Options: ``max_steps`` (default 10), ``probe_timeout_s`` (pingall wait per attempt, 0.2),
-    ``command_timeout_s`` (5), ``output_cap_bytes`` (16 KiB).
+    ``command_timeout_s`` (5), ``output_cap_bytes`` (16 KiB), ``pool`` (a
+    :class:`~apps.route.pool.RoutePool` to lease the network from; None: the process's pool
+    when ``NETARENA_ROUTE_POOL`` > 0, else none; False: never a pool). Without a pool the
+    episode builds its own network at :meth:`reset` and tears it down at :meth:`close`; with
+    one it leases a verified pristine network and :meth:`close` returns it (restored and
+    verified, or destroyed).
     """
 
     def __init__(
@@ -72,6 +78,7 @@ class RouteEpisode(Episode):
         probe_timeout_s: float = PROBE_TIMEOUT_S,
         command_timeout_s: float = COMMAND_TIMEOUT_S,
         output_cap_bytes: int = OUTPUT_CAP_BYTES,
+        pool: RoutePool | bool | None = None,
     ) -> None:
         self.query = query
         self.max_steps = max_steps
@@ -79,6 +86,12 @@ class RouteEpisode(Episode):
         self.command_timeout_s = command_timeout_s
         self.output_cap_bytes = output_cap_bytes
         self.network = RouteNetwork(RouteTopology.from_dict(query.ground_truth["topology"]))
+        if pool is None or pool is True:
+            self._pool = default_pool()
+        else:
+            self._pool = pool or None
+        self._leased = False
+        self._closed = False
         self._ended = False
         self._tally: StepTally | None = None
         self._started = 0.0
@@ -116,7 +129,14 @@ class RouteEpisode(Episode):
                 injection command failed, or the faults did not break pingall.
         """
         started = time.perf_counter()
-        self.network.start()
+        if self._leased or self.network.running:
+            self.close()
+        self._closed = False
+        if self._pool is not None:
+            self.network = self._pool.acquire(self.network.topology)
+            self._leased = True
+        else:
+            self.network.start()
         topo = self.network.topology
         healthy = self._probe()
         if healthy.lost:
@@ -178,7 +198,8 @@ class RouteEpisode(Episode):
         tally = self._tally
         if tally is None:
             raise ResetNeededError("call reset() first")
-        if self._ended:
+        if self._ended or self._closed:
+            # after close() a pooled network may already serve another episode
             return StepResult("The episode is over.", terminated=True, info={"ignored": True})
         tally.steps += 1
         n = tally.steps
@@ -282,8 +303,14 @@ class RouteEpisode(Episode):
         return {"prefix": self.network.topology.prefix}
 
     def close(self) -> None:
-        """Tear the network down (idempotent)."""
-        self.network.stop()
+        """Tear the network down, or return a leased one to its pool, which restores and
+        verifies it (idempotent). Later steps are ignored."""
+        self._closed = True
+        if self._leased and self._pool is not None:
+            self._leased = False
+            self._pool.release(self.network)
+        else:
+            self.network.stop()
 
 
 class RouteApp(App):

@@ -1,0 +1,722 @@
+"""A per-process pool of built route networks, restored and verified between episodes.
+
+Building a Mininet network costs 0.4-0.7 s (2x2 to 4x4) and tearing it down as much again
+(``docs/route.md``, Figures). A :class:`RoutePool` keeps built networks per topology shape
+``(num_switches, hosts_per_switch, num_routers)``; an episode leases one, and at ``close()`` the
+network is restored to the state it had right after its build and **verified** against a
+snapshot taken then. A network that fails verification is torn down (counted in
+:attr:`PoolStats.rebuilds`), so the next episode of that shape gets a fresh build.
+
+Why restoring only the machines an episode ran commands on is enough (see docs/route.md, "Reset
+decision"): every command -- distractor, fault injection, agent command -- runs inside one
+node's network namespace (``nsenter --net``), and a network namespace owns its own links,
+addresses, routes, rules, neighbour entries, qdiscs, netfilter tables and ``net.*`` sysctls.
+The exceptions are link operations on a veth, whose peer lives in another namespace: deleting
+it (or moving it, or renaming it and deleting the renamed one) removes the peer too, and
+setting it down drops the peer's carrier. The verification catches both: the touched node's
+link listing (names, ifindex of the veth peer, MAC, flags) must equal the snapshot, and so must
+the root-namespace side of the network (every prefixed switch port and bridge: ifindex, MAC,
+MTU, flags, master, carrier), read from ``/sys/class/net`` without a process.
+
+Cost: one process per touched machine (``nsenter`` + ``sh`` running the restore and printing
+the fingerprint), all machines in parallel, plus the ``/sys`` read.
+
+Environment: ``NETARENA_ROUTE_POOL`` = the number of idle networks kept per shape (unset or
+``0``: no pool, every episode builds and tears down its own network, the behaviour before the
+pool existed).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evaluator.app import EmulatorError
+
+from apps.route.network import RouteNetwork, list_interfaces
+from apps.route.topology import RouteTopology
+
+#: Environment variable: idle networks kept per shape (0 or unset: the pool is off).
+POOL_ENV = "NETARENA_ROUTE_POOL"
+#: Longest time one restore script may take before the network counts as failed (seconds).
+RESTORE_TIMEOUT_S = 10.0
+#: Separator between the sections a state script prints.
+SEP = "@@netarena@@"
+
+#: Built-in chains of each iptables table (iptables(8), "TABLES"), for blank restore input.
+BUILTIN_CHAINS = {
+    "filter": ("INPUT", "FORWARD", "OUTPUT"),
+    "nat": ("PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"),
+    "mangle": ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"),
+    "raw": ("PREROUTING", "OUTPUT"),
+    "security": ("INPUT", "FORWARD", "OUTPUT"),
+}
+
+#: ``net.*`` sysctls that change by themselves (traffic counters), left out of the comparison.
+VOLATILE_SYSCTLS = re.compile(r"nf_conntrack_count:|stable_secret:")
+
+#: Dump of the state of one node, in the form compared with the snapshot. ``ip -o -d`` in batch
+#: mode prints links, addresses, IPv4 routes of every table, IPv4 rules, neighbour entries and
+#: multicast addresses; then IPv6 routes and rules, qdiscs and both netfilter dumps.
+DUMP_SCRIPT = f"""
+ip -o -d -batch - <<'EOF' 2>&1
+link show
+address show
+route show table all
+rule show
+neighbour show nud all
+maddress show
+route show table all cache
+EOF
+echo {SEP}
+ip -6 -o -batch - <<'EOF' 2>&1
+route show table all
+rule show
+EOF
+echo {SEP}
+tc qdisc show 2>&1
+echo {SEP}
+iptables-save 2>&1
+echo {SEP}
+ip6tables-save 2>&1
+"""
+
+#: Prints every readable ``net.*`` sysctl as ``path:value`` lines.
+SYSCTL_DUMP = "grep -r . /proc/sys/net 2>/dev/null"
+
+
+def pool_size_from_env() -> int:
+    """Idle networks per shape from ``NETARENA_ROUTE_POOL`` (0 when unset or not a number)."""
+    try:
+        return max(0, int(os.environ.get(POOL_ENV, "0") or "0"))
+    except ValueError:
+        return 0
+
+
+def normalize_dump(text: str) -> list[str]:
+    """Sections of :data:`DUMP_SCRIPT` output with timing noise removed.
+
+    Removed: operational state words (``state UP`` follows the carrier through the kernel's
+    link-watch, up to 1 s late), address lifetimes and the IPv6 ``tentative`` flag (duplicate
+    address detection), the kernel's ``local fe80::`` routes (added when that detection ends),
+    IPv6 multicast neighbour entries (``NOARP``, made by MLD), iptables-save comments and
+    counters and empty tables (iptables-nft cannot delete a table; an empty table whose chains
+    accept everything filters nothing).
+    """
+    parts = (text + "\n").split(SEP + "\n")
+    parts += [""] * (5 - len(parts))
+    ip_lines = []
+    for line in parts[0].splitlines():
+        line = re.sub(r"\bstate \S+ ", "", line)
+        line = re.sub(r"\b(valid_lft|preferred_lft) \S+", "", line)
+        line = re.sub(r"\b(tentative|linkdown) ", "", line)
+        if re.match(r"^ff0[0-9a-f]:\S* dev .* NOARP", line):
+            continue
+        if re.match(r"^(unicast )?local fe80::\S* dev ", line):
+            continue
+        ip_lines.append(line.rstrip())
+    v6 = [
+        line.rstrip()
+        for line in parts[1].splitlines()
+        if not re.match(r"^local fe80::\S* dev ", line)
+    ]
+    # listing order follows insertion order (a restored route is listed last): compare sets
+    return [
+        "\n".join(sorted(ip_lines)),
+        "\n".join(sorted(v6)),
+        parts[2].strip(),
+        _normalize_iptables(parts[3]),
+        _normalize_iptables(parts[4]),
+    ]
+
+
+def _normalize_iptables(text: str) -> str:
+    tables: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        if line.startswith("*"):
+            tables.append([line])
+        elif tables:
+            tables[-1].append(re.sub(r" \[\d+:\d+\]$", "", line))
+    kept = []
+    for table in tables:
+        body = [x for x in table[1:] if x != "COMMIT"]
+        if all(re.match(r"^:\S+ ACCEPT$", x) for x in body):
+            continue  # an empty table: every built-in chain accepts, no rule, no user chain
+        kept.append("\n".join(table))
+    return "\n".join(kept)
+
+
+@dataclass
+class NodeSnapshot:
+    """Pristine state of one node: the normalized dump, sysctls and what restore re-applies."""
+
+    dump: list[str]
+    sysctls: str
+    links: list[tuple[str, str, str, str, bool]]  # name, mac, mtu, qlen, noarp
+    addresses: list[str]  # "address add" arguments (IPv4)
+    addresses6: list[str]  # "address add" arguments (IPv6 link-local)
+    routes: list[str]  # non-kernel IPv4 routes ("route add" arguments)
+    rules: list[str]  # IPv4 rules other than pref 0 ("rule add" arguments)
+    rules6: list[str]
+    iptables: str  # iptables-save text ("" when no table exists)
+    ip6tables: str
+
+
+@dataclass
+class Snapshot:
+    """Pristine state of a whole network, taken right after its build."""
+
+    nodes: dict[str, NodeSnapshot]
+    root_links: dict[str, tuple[str, ...]]
+    taken_s: float = 0.0
+
+
+@dataclass
+class PoolStats:
+    """Counters of a :class:`RoutePool` (monotonic over its life).
+
+    Attributes:
+        built: networks built (first builds and rebuilds).
+        reused: leases served by an idle, verified network.
+        restored: releases whose restore verified (the network went back to the pool or was
+            destroyed only because the pool was full).
+        rebuilds: releases whose verification failed: the network was destroyed, so the next
+            lease of its shape builds a new one.
+        destroyed: networks torn down (failed, surplus or at shutdown).
+        last_restore_s: seconds the last restore + verification took.
+        failures: the last few verification failures (machine: what differed).
+    """
+
+    built: int = 0
+    reused: int = 0
+    restored: int = 0
+    rebuilds: int = 0
+    destroyed: int = 0
+    last_restore_s: float = 0.0
+    failures: list[str] = field(default_factory=list)
+
+
+def _run_scripts(net: RouteNetwork, scripts: dict[str, str]) -> dict[str, tuple[int, str]]:
+    """Run ``sh`` with one script per machine in that machine's namespace, all in parallel.
+
+    Returns machine -> (exit status, stdout). One process tree per machine.
+    """
+    results: dict[str, tuple[int, str]] = {}
+
+    def run(machine: str, script: str) -> None:
+        proc = subprocess.Popen(
+            ["nsenter", f"--net=/proc/{net.pids[machine]}/ns/net", "--", "sh", "-s"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            out, _ = proc.communicate(script, timeout=RESTORE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            results[machine] = (124, "")
+            return
+        results[machine] = (proc.returncode, out)
+
+    threads = [
+        threading.Thread(target=run, args=(machine, script), daemon=True)
+        for machine, script in scripts.items()
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def _root_links(prefix: str) -> dict[str, tuple[str, ...]]:
+    """Root-namespace interfaces of ``prefix``: name -> (ifindex, MAC, MTU, flags, master,
+    carrier), read from ``/sys/class/net`` (switch bridges and the switch side of veths)."""
+    state: dict[str, tuple[str, ...]] = {}
+    for name in list_interfaces():
+        if not name.startswith(prefix):
+            continue
+        base = Path("/sys/class/net") / name
+        try:
+            values = tuple(
+                (base / key).read_text().strip() for key in ("ifindex", "address", "mtu", "flags")
+            )
+            master = (
+                os.path.basename(os.readlink(base / "master")) if (base / "master").exists() else ""
+            )
+            try:
+                carrier = (base / "carrier").read_text().strip()
+            except OSError:
+                carrier = "?"
+        except OSError:
+            state[name] = ("gone",)
+            continue
+        state[name] = (*values, master, carrier)
+    return state
+
+
+def _parse_snapshot(dump_text: str, parse_text: str, sysctls: str) -> NodeSnapshot:
+    sections = (parse_text + "\n").split(SEP + "\n")
+    sections += [""] * (6 - len(sections))
+    links = []
+    for line in sections[0].splitlines():
+        match = re.match(r"^\d+: ([^:@]+)[@:].*\bmtu (\d+)", line)
+        if match is None:
+            continue
+        mac = re.search(r"link/\S+ (\S+)", line)
+        qlen = re.search(r"\bqlen (\d+)", line)
+        flags = re.search(r"<([^>]*)>", line)
+        links.append(
+            (
+                match.group(1),
+                mac.group(1) if mac else "",
+                match.group(2),
+                qlen.group(1) if qlen else "",
+                bool(flags and "NOARP" in flags.group(1).split(",")),
+            )
+        )
+    addresses = []
+    addresses6 = []
+    for line in sections[1].splitlines():
+        match = re.match(r"^\d+: (\S+)\s+(inet6?) (\S+)(.*?)\\", line + "\\")
+        if match is None:
+            continue
+        dev, family, cidr, rest = match.groups()
+        if family == "inet6":
+            if cidr.startswith("fe80:"):
+                addresses6.append(f"{cidr} scope link dev {dev}")
+            continue
+        words = rest.split()
+        extra = []
+        for key in ("brd", "scope"):
+            if key in words:
+                extra += [key, words[words.index(key) + 1]]
+        addresses.append(" ".join([cidr, *extra, "dev", dev]))
+    routes = [
+        re.sub(r"\b(linkdown|dead) ?", "", line).strip()
+        for line in sections[2].splitlines()
+        if line.strip() and "proto kernel" not in line
+    ]
+    rules = _rules(sections[3])
+    rules6 = _rules(sections[4])
+    ipt = sections[5].split(SEP)[0] if SEP in sections[5] else sections[5]
+    iptables, _, ip6tables = (ipt + "\n@@6@@\n").partition("@@6@@\n")
+    return NodeSnapshot(
+        dump=normalize_dump(dump_text),
+        sysctls=sysctls,
+        links=links,
+        addresses=addresses,
+        addresses6=addresses6,
+        routes=routes,
+        rules=rules,
+        rules6=rules6,
+        iptables=_strip_comments(iptables),
+        ip6tables=_strip_comments(ip6tables.replace("@@6@@", "")),
+    )
+
+
+def _strip_comments(text: str) -> str:
+    return "\n".join(x for x in text.splitlines() if x.strip() and not x.startswith("#"))
+
+
+def _rules(text: str) -> list[str]:
+    rules = []
+    for line in text.splitlines():
+        match = re.match(r"^(\d+):\s+(.*)$", line.strip())
+        if match is None or match.group(1) == "0":
+            continue
+        rest = re.sub(r"\s*\[detached\]", "", match.group(2))
+        rules.append(f"pref {match.group(1)} {rest}")
+    return rules
+
+
+#: Extra sections read once at snapshot time to build the restore commands.
+PARSE_SCRIPT = f"""
+ip -o -d link show 2>&1
+echo {SEP}
+ip -o address show 2>&1
+echo {SEP}
+ip -4 route show table all 2>&1
+echo {SEP}
+ip -d -4 rule show 2>&1
+echo {SEP}
+ip -d -6 rule show 2>&1
+echo {SEP}
+iptables-save 2>&1
+echo @@6@@
+ip6tables-save 2>&1
+"""
+
+
+def _heredoc(tag: str, body: str) -> str:
+    return f"<<'{tag}'\n{body}\n{tag}\n"
+
+
+def restore_script(node: NodeSnapshot) -> str:
+    """The ``sh`` script that puts one node back into ``node``'s state and prints its
+    fingerprint (the :data:`DUMP_SCRIPT` sections, then the sysctls that still differ).
+
+    Steps: delete links the snapshot does not have; reset every snapshot link (MAC, MTU, queue
+    length, ARP, promiscuity, no master, up); delete the routes and rules of all tables and
+    the IPv4 addresses and neighbour entries, then re-add the snapshot's; flush the route
+    cache; delete root, ingress and clsact qdiscs; blank the iptables/ip6tables tables that
+    exist and restore the snapshot's; flush conntrack; write back every ``net.*`` sysctl whose
+    value differs from the snapshot (twice: ``ip_forward`` resets the per-interface keys).
+    """
+    keep = " ".join(name for name, *_ in node.links)
+    batch = []
+    for name, mac, mtu, qlen, noarp in node.links:
+        batch.append(f"link set dev {name} nomaster")
+        words = [f"link set dev {name}"]
+        if mac and name != "lo":
+            words.append(f"address {mac}")
+        words.append(f"mtu {mtu}")
+        if qlen:
+            words.append(f"txqueuelen {qlen}")
+        words.append("arp off" if noarp else "arp on")
+        words += ["promisc off", "allmulticast off", "up"]
+        batch.append(" ".join(words))
+    batch.append("route flush table all")
+    batch += [f"address flush dev {name} to 0.0.0.0/0" for name, *_ in node.links]
+    batch += [f"address add {address}" for address in node.addresses]
+    batch += [f"route add {route}" for route in node.routes]
+    batch.append("rule flush")
+    batch += [f"rule add {rule}" for rule in node.rules]
+    batch += ["neighbour flush all nud all", "route flush cache"]
+    batch6 = [f"address flush dev {name} scope global" for name, *_ in node.links]
+    batch6 += [f"address add {address}" for address in node.addresses6]
+    batch6 += ["rule flush", *(f"rule add {rule}" for rule in node.rules6)]
+    batch6 += ["neighbour flush all nud all"]
+    tc = []
+    for name, *_ in node.links:
+        tc += [f"qdisc del dev {name} root", f"qdisc del dev {name} ingress"]
+        tc += [f"qdisc del dev {name} clsact"]
+    blank = {
+        table: "\n".join([f"*{table}", *(f":{c} ACCEPT [0:0]" for c in chains), "COMMIT"])
+        for table, chains in BUILTIN_CHAINS.items()
+    }
+    cases = "\n".join(f"  {t}) printf '%s\\n' {shlex.quote(text)};;" for t, text in blank.items())
+    sysctl_want = node.sysctls
+    lines = [
+        # /proc/net/dev lists the interfaces of the reader's namespace (no process needed)
+        "while IFS= read -r line; do case $line in *:*) ;; *) continue;; esac",
+        "  name=${line%%:*}; name=${name##* }",
+        f'  case " {keep} " in *" $name "*) ;; *) ip link del dev "$name" 2>/dev/null;; esac',
+        "done < /proc/net/dev",
+        "ip -4 -force -batch - >/dev/null 2>&1 " + _heredoc("NAEOF", "\n".join(batch)),
+        "ip -6 -force -batch - >/dev/null 2>&1 " + _heredoc("NAEOF", "\n".join(batch6)),
+        "tc -force -batch - >/dev/null 2>&1 " + _heredoc("NAEOF", "\n".join(tc)),
+        "blank() { for t in $1; do case $t in",
+        cases,
+        "  esac; done; }",
+        "tables() { while IFS= read -r l; do",
+        "  case $l in '*'*) printf '%s ' \"${l#?}\";; esac; done; }",
+        "t4=$(iptables-save 2>/dev/null | tables)",
+        '[ -n "$t4" ] && { blank "$t4"; } | iptables-restore >/dev/null 2>&1',
+        "t6=$(ip6tables-save 2>/dev/null | tables)",
+        '[ -n "$t6" ] && { blank "$t6"; } | ip6tables-restore >/dev/null 2>&1',
+    ]
+    if node.iptables:
+        lines.append("iptables-restore >/dev/null 2>&1 " + _heredoc("NAEOF", node.iptables))
+    if node.ip6tables:
+        lines.append("ip6tables-restore >/dev/null 2>&1 " + _heredoc("NAEOF", node.ip6tables))
+    lines += [
+        "if read -r _ < /proc/net/nf_conntrack 2>/dev/null; then",
+        "  conntrack -F >/dev/null 2>&1",
+        "fi",
+        "sysdiff() {",
+        f"  {SYSCTL_DUMP} | awk 'NR==FNR {{ want[$0]=1; next }}",
+        f"    /{VOLATILE_SYSCTLS.pattern}/ {{ next }}",
+        '    { have[$0]=1; if (!($0 in want)) print "+" $0 }',
+        # globals first: ip_forward rewrites every interface's forwarding, all/ and default/
+        # are inherited; then the rest
+        "    END { for (w in want) if (!(w in have) && w ~ /ipv4\\/ip_forward:/)",
+        '            print "-" w',
+        "          for (w in want) if (!(w in have) && w ~ /conf\\/(all|default)\\//)",
+        '            print "-" w',
+        '          for (w in want) if (!(w in have)) print "-" w }\' /dev/fd/3 - '
+        + _heredoc("NAEOF", sysctl_want).replace("<<", "3<<", 1).rstrip("\n"),
+        "}",
+        "fix() { while IFS= read -r line; do case $line in",
+        '  -*) kv=${line#-}; p=${kv%%:*}; v=${kv#*:}; printf \'%s\\n\' "$v" > "$p" 2>/dev/null;;',
+        "esac; done; }",
+        'd=$(sysdiff); if [ -n "$d" ]; then printf \'%s\\n\' "$d" | fix; d=$(sysdiff); fi',
+        DUMP_SCRIPT,
+        f"echo {SEP}",
+        "printf '%s\\n' \"$d\"",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def take_snapshot(net: RouteNetwork) -> Snapshot:
+    """Snapshot every node of a freshly built ``net`` (one process per node, in parallel).
+
+    Raises:
+        EmulatorError: a node's state could not be read.
+    """
+    started = time.perf_counter()
+    script = (
+        DUMP_SCRIPT
+        + f"echo {SEP}\n"
+        + f"{SYSCTL_DUMP} | grep -Ev '{VOLATILE_SYSCTLS.pattern}'\n"
+        + f"echo {SEP}\n"
+        + PARSE_SCRIPT
+    )
+    results = _run_scripts(net, dict.fromkeys(net.topology.machines(), script))
+    nodes = {}
+    for machine, (status, out) in results.items():
+        if status != 0:
+            raise EmulatorError(f"cannot snapshot {machine} (status {status})")
+        parts = out.split(SEP + "\n")
+        dump_text = (SEP + "\n").join(parts[:5])
+        sysctls = parts[5].strip() if len(parts) > 5 else ""
+        parse_text = (SEP + "\n").join(parts[6:])
+        nodes[machine] = _parse_snapshot(dump_text, parse_text, sysctls)
+    return Snapshot(
+        nodes=nodes,
+        root_links=_root_links(net.topology.prefix),
+        taken_s=time.perf_counter() - started,
+    )
+
+
+def _pending(raw_links: str) -> bool:
+    """True when a link line shows an interface up with carrier but not yet operational."""
+    for line in raw_links.splitlines():
+        match = re.match(r"^\d+: [^<]*<([^>]*)>.*\bstate (\S+)", line)
+        if match and {"UP", "LOWER_UP"} <= set(match.group(1).split(",")):
+            if match.group(2) not in ("UP", "UNKNOWN"):
+                return True
+    return False
+
+
+def restore_and_verify(
+    net: RouteNetwork, snapshot: Snapshot, machines: Iterable[str]
+) -> tuple[list[str], list[str]]:
+    """Restore ``machines`` of ``net`` to ``snapshot`` and verify them and the root side.
+
+    Returns (differences found after the restore -- empty: verified, machines whose links
+    are still coming up). Nothing raises for a failed restore; a difference is reported.
+    """
+    wanted = sorted(set(machines) & set(snapshot.nodes))
+    problems: list[str] = []
+    pending: list[str] = []
+    results = _run_scripts(net, {m: restore_script(snapshot.nodes[m]) for m in wanted})
+    for machine in wanted:
+        status, out = results[machine]
+        if status == 124:
+            problems.append(f"{machine}: restore timed out")
+            continue
+        parts = out.split(SEP + "\n")
+        if _pending(parts[0]):
+            pending.append(machine)
+        dump = normalize_dump((SEP + "\n").join(parts[:5]))
+        leftover = parts[5].strip() if len(parts) > 5 else "?missing"
+        expected = snapshot.nodes[machine].dump
+        for index, (got, want) in enumerate(zip(dump, expected, strict=True)):
+            if got != want:
+                problems.append(f"{machine}: section {index} differs: {_first_diff(got, want)}")
+        if leftover:
+            problems.append(f"{machine}: sysctls differ: {leftover.splitlines()[:3]}")
+    root = _root_links(net.topology.prefix)
+    if root != snapshot.root_links:
+        changed = sorted(
+            name
+            for name in set(root) | set(snapshot.root_links)
+            if root.get(name) != snapshot.root_links.get(name)
+        )
+        problems.append(f"root namespace links differ: {changed[:5]}")
+    return problems, pending
+
+
+def _first_diff(got: str, want: str) -> str:
+    got_lines, want_lines = got.splitlines(), want.splitlines()
+    extra = [x for x in got_lines if x not in want_lines]
+    missing = [x for x in want_lines if x not in got_lines]
+    return f"extra {extra[:2]} missing {missing[:2]}"
+
+
+class RoutePool:
+    """Built networks per shape, leased to one episode at a time (thread-safe).
+
+    Args:
+        max_idle: idle networks kept per shape; a released network beyond that is destroyed.
+
+    A network is either idle (in the pool) or leased (owned by exactly one caller): the lease
+    pops it from the idle list under a lock, so two episodes never share a network.
+    """
+
+    def __init__(self, max_idle: int = 2) -> None:
+        if max_idle < 0:
+            raise ValueError("max_idle must be >= 0")
+        self.max_idle = max_idle
+        self.stats = PoolStats()
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[int, int, int], list[RouteNetwork]] = {}
+        self._leased: set[int] = set()
+        self._snapshots: dict[int, Snapshot] = {}
+        self._closed = False
+
+    @staticmethod
+    def shape_key(topology: RouteTopology) -> tuple[int, int, int]:
+        """Pool key of a topology: ``(num_switches, hosts_per_switch, num_routers)``."""
+        return (topology.num_switches, topology.hosts_per_switch, topology.num_routers)
+
+    def idle_count(self) -> int:
+        """Idle networks over all shapes."""
+        with self._lock:
+            return sum(len(nets) for nets in self._idle.values())
+
+    def acquire(self, topology: RouteTopology) -> RouteNetwork:
+        """Lease a pristine network of ``topology``'s shape: an idle one, else a new build.
+
+        Raises:
+            EmulatorError / DependencyMissingError: as :meth:`RouteNetwork.start`; or the pool
+                was shut down.
+        """
+        key = self.shape_key(topology)
+        with self._lock:
+            if self._closed:
+                raise EmulatorError("the route network pool was shut down")
+            idle = self._idle.get(key, [])
+            net = idle.pop() if idle else None
+            if net is not None:
+                self._leased.add(id(net))
+                self.stats.reused += 1
+        if net is not None:
+            net.touched.clear()
+            return net
+        net = RouteNetwork(RouteTopology(*key)).start()
+        try:
+            snapshot = take_snapshot(net)
+        except Exception:
+            net.stop()
+            raise
+        net.touched.clear()
+        with self._lock:
+            self.stats.built += 1
+            self._leased.add(id(net))
+            self._snapshots[id(net)] = snapshot
+        return net
+
+    def release(self, net: RouteNetwork) -> bool:
+        """Restore and verify a leased ``net``, and keep it idle or destroy it.
+
+        Returns True when the network went back to the pool. A verification failure destroys
+        it (``stats.rebuilds``); so does a full pool or a shut-down pool. Releasing a network
+        that is not leased from this pool does nothing (idempotent).
+        """
+        with self._lock:
+            if id(net) not in self._leased:
+                return False
+            self._leased.discard(id(net))
+            snapshot = self._snapshots.get(id(net))
+        if snapshot is None or not net.running:
+            self._destroy(net)
+            return False
+        started = time.perf_counter()
+        touched = set(net.touched)
+        try:
+            problems, pending = restore_and_verify(net, snapshot, touched)
+            if not problems:
+                for machine in pending:
+                    net.wait_links_settled(machine)
+        except (OSError, subprocess.SubprocessError, KeyError) as exc:
+            problems = [f"restore failed: {type(exc).__name__}: {exc}"]
+        elapsed = time.perf_counter() - started
+        with self._lock:
+            self.stats.last_restore_s = elapsed
+            if problems:
+                self.stats.rebuilds += 1
+                self.stats.failures = (self.stats.failures + problems[:3])[-12:]
+            else:
+                self.stats.restored += 1
+            keep = not problems and not self._closed
+            idle = self._idle.setdefault(self.shape_key(net.topology), [])
+            if keep and len(idle) < self.max_idle:
+                net.touched.clear()
+                idle.append(net)
+                return True
+        self._destroy(net)
+        return False
+
+    def _destroy(self, net: RouteNetwork) -> None:
+        with self._lock:
+            self._snapshots.pop(id(net), None)
+            self.stats.destroyed += 1
+        net.stop()
+
+    def shutdown(self) -> None:
+        """Destroy every idle network; leased ones are destroyed when released."""
+        with self._lock:
+            self._closed = True
+            nets = [net for nets in self._idle.values() for net in nets]
+            self._idle.clear()
+        for net in nets:
+            self._destroy(net)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: drop every network without touching it (they are the parent's).
+
+        The child closes its copies of their prefix-lock descriptors, so that the parent's
+        death still releases the locks.
+        """
+        nets = [net for nets in self._idle.values() for net in nets]
+        self._idle = {}
+        self._leased = set()
+        self._snapshots = {}
+        self._lock = threading.Lock()
+        for net in nets:
+            net.forget()
+
+
+_DEFAULT: RoutePool | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_pool() -> RoutePool | None:
+    """The process's pool when ``NETARENA_ROUTE_POOL`` > 0 (created on first use), else None.
+
+    The pool is shut down at interpreter exit, and a forked child starts without one.
+    """
+    global _DEFAULT
+    size = pool_size_from_env()
+    if size <= 0:
+        return None
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = RoutePool(max_idle=size)
+        return _DEFAULT
+
+
+def shutdown_default_pool() -> None:
+    """Destroy the process's pool's networks (the next lease creates a new pool)."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        pool, _DEFAULT = _DEFAULT, None
+    if pool is not None:
+        pool.shutdown()
+
+
+def _after_fork_in_child() -> None:
+    global _DEFAULT
+    pool, _DEFAULT = _DEFAULT, None
+    if pool is not None:
+        with contextlib.suppress(Exception):
+            pool.forget_after_fork()
+
+
+atexit.register(shutdown_default_pool)
+os.register_at_fork(after_in_child=_after_fork_in_child)
