@@ -323,6 +323,9 @@ class RouteApp(App):
         probe_timeout_s: pingall wait per attempt in seconds (default 0.2).
         healthy_share: share of each batch that is a healthy control (default
             :data:`evaluator.sampling.HEALTHY_SHARE`, 10%; 0 for none).
+        pool: where episodes get their networks: a :class:`~apps.route.pool.RoutePool`,
+            False for a fresh build per episode, or None (default) for the process's pool
+            when ``NETARENA_ROUTE_POOL`` > 0 and a fresh build otherwise.
     """
 
     app_id: ClassVar[str] = "route"
@@ -343,6 +346,7 @@ class RouteApp(App):
         hosts: tuple[int, int] | None = None,
         probe_timeout_s: float = PROBE_TIMEOUT_S,
         healthy_share: float = HEALTHY_SHARE,
+        pool: RoutePool | bool | None = None,
     ) -> None:
         if not 0.0 <= healthy_share <= 1.0:
             raise ValueError("healthy_share must be in [0, 1]")
@@ -353,6 +357,7 @@ class RouteApp(App):
         self.hosts = hosts
         self.probe_timeout_s = probe_timeout_s
         self.healthy_share = healthy_share
+        self.pool = pool
 
     def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
         """Return ``count`` queries for ``seed``; labels cycle through a seeded order of the
@@ -380,6 +385,7 @@ class RouteApp(App):
         """Return a fresh, not yet reset episode. Options: see :class:`RouteEpisode`."""
         options.setdefault("max_steps", self.max_steps)
         options.setdefault("probe_timeout_s", self.probe_timeout_s)
+        options.setdefault("pool", self.pool)
         return RouteEpisode(query, **options)
 
     def oracle_reply(self, ground_truth: JSON, history: list[JSON]) -> str:

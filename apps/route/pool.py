@@ -30,19 +30,23 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import re
 import shlex
+import socket
+import struct
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.app import EmulatorError
 
 from apps.route.network import RouteNetwork, list_interfaces
+from apps.route.probe import CLONE_NEWNET, _libc
 from apps.route.topology import RouteTopology
 
 #: Environment variable: idle networks kept per shape (0 or unset: the pool is off).
@@ -90,9 +94,6 @@ echo {SEP}
 ip6tables-save 2>&1
 """
 
-#: Prints every readable ``net.*`` sysctl as ``path:value`` lines.
-SYSCTL_DUMP = "grep -r . /proc/sys/net 2>/dev/null"
-
 
 def pool_size_from_env() -> int:
     """Idle networks per shape from ``NETARENA_ROUTE_POOL`` (0 when unset or not a number)."""
@@ -108,9 +109,11 @@ def normalize_dump(text: str) -> list[str]:
     Removed: operational state words (``state UP`` follows the carrier through the kernel's
     link-watch, up to 1 s late), address lifetimes and the IPv6 ``tentative`` flag (duplicate
     address detection), the kernel's ``local fe80::`` routes (added when that detection ends),
-    IPv6 multicast neighbour entries (``NOARP``, made by MLD), iptables-save comments and
-    counters and empty tables (iptables-nft cannot delete a table; an empty table whose chains
-    accept everything filters nothing).
+    IPv6 multicast neighbour entries (``NOARP``, made by MLD), multicast reference counts,
+    the transient ``Peer netns reference`` note, iptables-save comments and counters, and
+    empty tables (iptables-nft cannot delete a table; an empty table whose chains accept
+    everything filters nothing). Route, address and neighbour lines are compared as sets:
+    their listing order follows insertion order.
     """
     parts = (text + "\n").split(SEP + "\n")
     parts += [""] * (5 - len(parts))
@@ -119,8 +122,11 @@ def normalize_dump(text: str) -> list[str]:
         line = re.sub(r"\bstate \S+ ", "", line)
         line = re.sub(r"\b(valid_lft|preferred_lft) \S+", "", line)
         line = re.sub(r"\b(tentative|linkdown) ", "", line)
+        line = re.sub(r" users \d+", "", line)  # multicast membership reference counts
         if re.match(r"^ff0[0-9a-f]:\S* dev .* NOARP", line):
             continue
+        if line.startswith("Error: Peer netns reference is invalid"):
+            continue  # ip -d link's transient note on a veth peer in another namespace
         if re.match(r"^(unicast )?local fe80::\S* dev ", line):
             continue
         ip_lines.append(line.rstrip())
@@ -162,7 +168,7 @@ class NodeSnapshot:
     """Pristine state of one node: the normalized dump, sysctls and what restore re-applies."""
 
     dump: list[str]
-    sysctls: str
+    sysctls: dict[str, str]
     links: list[tuple[str, str, str, str, bool]]  # name, mac, mtu, qlen, noarp
     addresses: list[str]  # "address add" arguments (IPv4)
     addresses6: list[str]  # "address add" arguments (IPv6 link-local)
@@ -207,12 +213,172 @@ class PoolStats:
     failures: list[str] = field(default_factory=list)
 
 
-def _run_scripts(net: RouteNetwork, scripts: dict[str, str]) -> dict[str, tuple[int, str]]:
-    """Run ``sh`` with one script per machine in that machine's namespace, all in parallel.
+def _enter_netns(pid: int) -> None:
+    """Move the calling thread (only it) into the network namespace of ``pid``.
 
-    Returns machine -> (exit status, stdout). One process tree per machine.
+    Raises:
+        OSError: the namespace is gone or ``setns`` failed.
     """
-    results: dict[str, tuple[int, str]] = {}
+    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+    finally:
+        os.close(fd)
+
+
+def read_sysctls() -> dict[str, str]:
+    """Every readable ``net.*`` sysctl of the calling thread's network namespace, by path
+    under ``/proc/sys/net`` (``/proc/sys/net`` shows the reader's namespace); the volatile
+    ones (:data:`VOLATILE_SYSCTLS`) are left out."""
+    values: dict[str, str] = {}
+    stack = ["/proc/sys/net"]
+    while stack:
+        directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+                continue
+            if VOLATILE_SYSCTLS.search(entry.name + ":"):
+                continue
+            try:
+                with open(entry.path, "rb", buffering=0) as handle:
+                    values[entry.path] = handle.read().decode(errors="replace")
+            except OSError:
+                continue  # write-only (route/flush) or unreadable (stable_secret)
+    return values
+
+
+RTM_DELNEIGH = 29
+RTM_GETNEIGH = 30
+NLMSG_ERROR = 2
+NLMSG_DONE = 3
+NLM_F_REQUEST = 0x1
+NLM_F_DUMP = 0x300
+NDA_DST = 1
+#: Neighbour states a command made (``nud permanent``/``noarp``): not traffic's, kept.
+NUD_NOARP_OR_PERMANENT = 0x40 | 0x80
+
+
+def flush_learned_state() -> int:
+    """Delete the neighbour entries traffic made and flush the route caches of the calling
+    thread's network namespace; return the neighbour entries deleted.
+
+    A machine no command ran on still learns from traffic: ARP entries for whatever address
+    a misconfigured neighbour used (they stay ``STALE`` until the table grows past
+    ``gc_thresh1``), and path-MTU exceptions after a too-small MTU elsewhere. Uses one
+    rtnetlink socket (rtnetlink(7): ``RTM_GETNEIGH`` dump, ``RTM_DELNEIGH``) and
+    ``/proc/sys/net/ipv{4,6}/route/flush``; no process.
+    """
+    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+    deleted = 0
+    try:
+        sock.settimeout(2.0)
+        ndmsg = struct.pack("=BxxxiHBB", socket.AF_UNSPEC, 0, 0, 0, 0)
+        sock.send(struct.pack("=IHHII", 16 + len(ndmsg), RTM_GETNEIGH,
+                              NLM_F_REQUEST | NLM_F_DUMP, 1, 0) + ndmsg)  # fmt: skip
+        entries: list[tuple[int, int, bytes]] = []
+        done = False
+        while not done:
+            data = sock.recv(65536)
+            offset = 0
+            while offset + 16 <= len(data):
+                length, kind, _flags, _seq, _pid = struct.unpack_from("=IHHII", data, offset)
+                if length < 16:
+                    break
+                if kind in (NLMSG_DONE, NLMSG_ERROR):
+                    done = True
+                    break
+                family, ifindex, state, _f, _t = struct.unpack_from("=BxxxiHBB", data, offset + 16)
+                attr = offset + 28
+                while attr + 4 <= offset + length:
+                    attr_len, attr_type = struct.unpack_from("=HH", data, attr)
+                    if attr_len < 4:
+                        break
+                    if attr_type == NDA_DST and not state & NUD_NOARP_OR_PERMANENT:
+                        entries.append((family, ifindex, data[attr + 4 : attr + attr_len]))
+                    attr += (attr_len + 3) & ~3
+                offset += (length + 3) & ~3
+        for seq, (family, ifindex, dst) in enumerate(entries, start=2):
+            body = struct.pack("=BxxxiHBB", family, ifindex, 0, 0, 0)
+            body += struct.pack("=HH", 4 + len(dst), NDA_DST) + dst
+            body += b"\0" * (-len(body) % 4)
+            sock.send(struct.pack("=IHHII", 16 + len(body), RTM_DELNEIGH, NLM_F_REQUEST,
+                                  seq, 0) + body)  # fmt: skip
+            deleted += 1
+    finally:
+        sock.close()
+    for family in ("ipv4", "ipv6"):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/sys/net/{family}/route/flush", "wb", buffering=0) as handle:
+                handle.write(b"1")
+    return deleted
+
+
+def _flush_untouched(net: RouteNetwork, machines: Iterable[str]) -> list[str]:
+    """:func:`flush_learned_state` in each of ``machines`` (one helper thread, no process);
+    returns the machines where it failed."""
+    failed: list[str] = []
+
+    def work() -> None:
+        for machine in machines:
+            try:
+                _enter_netns(net.pids[machine])
+                flush_learned_state()
+            except OSError:
+                failed.append(machine)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join()
+    return failed
+
+
+def _sysctl_order(path: str) -> int:
+    # ip_forward rewrites every interface's forwarding; all/ and default/ are inherited
+    if path.endswith("/ipv4/ip_forward"):
+        return 0
+    if "/conf/all/" in path or "/conf/default/" in path:
+        return 1
+    return 2
+
+
+def restore_sysctls(want: dict[str, str]) -> tuple[list[str], bool]:
+    """Write back every sysctl of the calling thread's namespace that differs from ``want``,
+    then read them all again.
+
+    Returns (the paths that still differ -- empty: verified, whether anything was written).
+    """
+    have = read_sysctls()
+    wrong = [path for path, value in want.items() if have.get(path) != value]
+    if not wrong and set(have) == set(want):
+        return [], False
+    for path in sorted(wrong, key=_sysctl_order):
+        with contextlib.suppress(OSError):
+            with open(path, "wb", buffering=0) as handle:
+                handle.write(want[path].encode())
+    have = read_sysctls()
+    return sorted(path for path in set(have) | set(want) if have.get(path) != want.get(path)), bool(
+        wrong
+    )
+
+
+def _run_scripts(
+    net: RouteNetwork,
+    scripts: dict[str, str],
+    after: Callable[[str], object] | None = None,
+) -> dict[str, tuple[int, str, object]]:
+    """Run ``sh`` with one script per machine in that machine's namespace, all in parallel;
+    then, in the same helper thread moved into that namespace, ``after(machine)``.
+
+    Returns machine -> (exit status, stdout, what ``after`` returned or raised).
+    """
+    results: dict[str, tuple[int, str, object]] = {}
 
     def run(machine: str, script: str) -> None:
         proc = subprocess.Popen(
@@ -227,9 +393,16 @@ def _run_scripts(net: RouteNetwork, scripts: dict[str, str]) -> dict[str, tuple[
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
-            results[machine] = (124, "")
+            results[machine] = (124, "", None)
             return
-        results[machine] = (proc.returncode, out)
+        extra: object = None
+        if after is not None:
+            try:
+                _enter_netns(net.pids[machine])
+                extra = after(machine)
+            except Exception as exc:  # noqa: BLE001 - reported as a failed verification
+                extra = exc
+        results[machine] = (proc.returncode, out, extra)
 
     threads = [
         threading.Thread(target=run, args=(machine, script), daemon=True)
@@ -268,7 +441,7 @@ def _root_links(prefix: str) -> dict[str, tuple[str, ...]]:
     return state
 
 
-def _parse_snapshot(dump_text: str, parse_text: str, sysctls: str) -> NodeSnapshot:
+def _parse_snapshot(dump_text: str, parse_text: str, sysctls: dict[str, str]) -> NodeSnapshot:
     sections = (parse_text + "\n").split(SEP + "\n")
     sections += [""] * (6 - len(sections))
     links = []
@@ -409,7 +582,6 @@ def restore_script(node: NodeSnapshot) -> str:
         for table, chains in BUILTIN_CHAINS.items()
     }
     cases = "\n".join(f"  {t}) printf '%s\\n' {shlex.quote(text)};;" for t, text in blank.items())
-    sysctl_want = node.sysctls
     lines = [
         # /proc/net/dev lists the interfaces of the reader's namespace (no process needed)
         "while IFS= read -r line; do case $line in *:*) ;; *) continue;; esac",
@@ -437,26 +609,7 @@ def restore_script(node: NodeSnapshot) -> str:
         "if read -r _ < /proc/net/nf_conntrack 2>/dev/null; then",
         "  conntrack -F >/dev/null 2>&1",
         "fi",
-        "sysdiff() {",
-        f"  {SYSCTL_DUMP} | awk 'NR==FNR {{ want[$0]=1; next }}",
-        f"    /{VOLATILE_SYSCTLS.pattern}/ {{ next }}",
-        '    { have[$0]=1; if (!($0 in want)) print "+" $0 }',
-        # globals first: ip_forward rewrites every interface's forwarding, all/ and default/
-        # are inherited; then the rest
-        "    END { for (w in want) if (!(w in have) && w ~ /ipv4\\/ip_forward:/)",
-        '            print "-" w',
-        "          for (w in want) if (!(w in have) && w ~ /conf\\/(all|default)\\//)",
-        '            print "-" w',
-        '          for (w in want) if (!(w in have)) print "-" w }\' /dev/fd/3 - '
-        + _heredoc("NAEOF", sysctl_want).replace("<<", "3<<", 1).rstrip("\n"),
-        "}",
-        "fix() { while IFS= read -r line; do case $line in",
-        '  -*) kv=${line#-}; p=${kv%%:*}; v=${kv#*:}; printf \'%s\\n\' "$v" > "$p" 2>/dev/null;;',
-        "esac; done; }",
-        'd=$(sysdiff); if [ -n "$d" ]; then printf \'%s\\n\' "$d" | fix; d=$(sysdiff); fi',
         DUMP_SCRIPT,
-        f"echo {SEP}",
-        "printf '%s\\n' \"$d\"",
     ]
     return "\n".join(lines) + "\n"
 
@@ -468,22 +621,17 @@ def take_snapshot(net: RouteNetwork) -> Snapshot:
         EmulatorError: a node's state could not be read.
     """
     started = time.perf_counter()
-    script = (
-        DUMP_SCRIPT
-        + f"echo {SEP}\n"
-        + f"{SYSCTL_DUMP} | grep -Ev '{VOLATILE_SYSCTLS.pattern}'\n"
-        + f"echo {SEP}\n"
-        + PARSE_SCRIPT
+    script = DUMP_SCRIPT + f"echo {SEP}\n" + PARSE_SCRIPT
+    results = _run_scripts(
+        net, dict.fromkeys(net.topology.machines(), script), after=lambda _m: read_sysctls()
     )
-    results = _run_scripts(net, dict.fromkeys(net.topology.machines(), script))
     nodes = {}
-    for machine, (status, out) in results.items():
-        if status != 0:
-            raise EmulatorError(f"cannot snapshot {machine} (status {status})")
+    for machine, (status, out, sysctls) in results.items():
+        if status != 0 or not isinstance(sysctls, dict) or not sysctls:
+            raise EmulatorError(f"cannot snapshot {machine} (status {status}, {sysctls!r:.80})")
         parts = out.split(SEP + "\n")
         dump_text = (SEP + "\n").join(parts[:5])
-        sysctls = parts[5].strip() if len(parts) > 5 else ""
-        parse_text = (SEP + "\n").join(parts[6:])
+        parse_text = (SEP + "\n").join(parts[5:])
         nodes[machine] = _parse_snapshot(dump_text, parse_text, sysctls)
     return Snapshot(
         nodes=nodes,
@@ -513,23 +661,49 @@ def restore_and_verify(
     wanted = sorted(set(machines) & set(snapshot.nodes))
     problems: list[str] = []
     pending: list[str] = []
-    results = _run_scripts(net, {m: restore_script(snapshot.nodes[m]) for m in wanted})
+
+    def sysctls_then_dump(machine: str) -> tuple[list[str], str | None]:
+        # a written sysctl can change what the script printed (IPv6 forwarding adds anycast
+        # routes, disable_ipv6 removes addresses): then print the state again
+        leftover, wrote = restore_sysctls(snapshot.nodes[machine].sysctls)
+        if not wrote:
+            return leftover, None
+        proc = subprocess.run(
+            ["nsenter", f"--net=/proc/{net.pids[machine]}/ns/net", "--", "sh", "-s"],
+            input=DUMP_SCRIPT,
+            capture_output=True,
+            text=True,
+            timeout=RESTORE_TIMEOUT_S,
+            check=False,
+        )
+        return leftover, proc.stdout
+
+    results = _run_scripts(
+        net, {m: restore_script(snapshot.nodes[m]) for m in wanted}, after=sysctls_then_dump
+    )
     for machine in wanted:
-        status, out = results[machine]
+        status, out, after = results[machine]
         if status == 124:
             problems.append(f"{machine}: restore timed out")
             continue
+        if isinstance(after, tuple):
+            leftover, dumped_again = after
+            out = dumped_again if dumped_again is not None else out
+        else:
+            leftover = after  # the exception of the sysctl restore
         parts = out.split(SEP + "\n")
         if _pending(parts[0]):
             pending.append(machine)
         dump = normalize_dump((SEP + "\n").join(parts[:5]))
-        leftover = parts[5].strip() if len(parts) > 5 else "?missing"
         expected = snapshot.nodes[machine].dump
         for index, (got, want) in enumerate(zip(dump, expected, strict=True)):
             if got != want:
                 problems.append(f"{machine}: section {index} differs: {_first_diff(got, want)}")
-        if leftover:
-            problems.append(f"{machine}: sysctls differ: {leftover.splitlines()[:3]}")
+        if leftover:  # paths that still differ, or an exception
+            problems.append(f"{machine}: sysctls differ: {leftover!r:.300}")
+    others = sorted(set(snapshot.nodes) - set(wanted))
+    for machine in _flush_untouched(net, others):
+        problems.append(f"{machine}: learned neighbour entries could not be flushed")
     root = _root_links(net.topology.prefix)
     if root != snapshot.root_links:
         changed = sorted(
