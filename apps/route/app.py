@@ -129,7 +129,7 @@ class RouteEpisode(Episode):
                 injection command failed, or the faults did not break pingall.
         """
         started = time.perf_counter()
-        if self._leased or self.network.running:
+        if self._leased or (self._pool is None and self.network.running):
             self.close()
         self._closed = False
         if self._pool is not None:
@@ -306,11 +306,13 @@ class RouteEpisode(Episode):
         """Tear the network down, or return a leased one to its pool, which restores and
         verifies it (idempotent). Later steps are ignored."""
         self._closed = True
-        if self._leased and self._pool is not None:
-            self._leased = False
-            self._pool.release(self.network)
-        else:
-            self.network.stop()
+        if self._pool is not None:
+            # a pooled network belongs to the pool once released: never stop it here
+            if self._leased:
+                self._leased = False
+                self._pool.release(self.network)
+            return
+        self.network.stop()
 
 
 class RouteApp(App):

@@ -39,6 +39,7 @@ import struct
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -742,6 +743,7 @@ class RoutePool:
         self._leased: set[int] = set()
         self._snapshots: dict[int, Snapshot] = {}
         self._closed = False
+        _ALL_POOLS.add(self)
 
     @staticmethod
     def shape_key(topology: RouteTopology) -> tuple[int, int, int]:
@@ -857,6 +859,8 @@ class RoutePool:
 
 
 _DEFAULT: RoutePool | None = None
+#: Every pool of this process, shut down at interpreter exit.
+_ALL_POOLS: weakref.WeakSet[RoutePool] = weakref.WeakSet()
 _DEFAULT_LOCK = threading.Lock()
 
 
@@ -884,13 +888,21 @@ def shutdown_default_pool() -> None:
         pool.shutdown()
 
 
+def _shutdown_all() -> None:
+    shutdown_default_pool()
+    for pool in list(_ALL_POOLS):
+        with contextlib.suppress(Exception):
+            pool.shutdown()
+
+
 def _after_fork_in_child() -> None:
     global _DEFAULT
-    pool, _DEFAULT = _DEFAULT, None
-    if pool is not None:
+    _DEFAULT = None
+    for pool in list(_ALL_POOLS):
         with contextlib.suppress(Exception):
             pool.forget_after_fork()
+    _ALL_POOLS.clear()
 
 
-atexit.register(shutdown_default_pool)
+atexit.register(_shutdown_all)
 os.register_at_fork(after_in_child=_after_fork_in_child)
