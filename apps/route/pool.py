@@ -69,31 +69,114 @@ BUILTIN_CHAINS = {
 #: ``net.*`` sysctls that change by themselves (traffic counters), left out of the comparison.
 VOLATILE_SYSCTLS = re.compile(r"nf_conntrack_count:|stable_secret:")
 
-#: Dump of the state of one node, in the form compared with the snapshot. ``ip -o -d`` in batch
-#: mode prints links, addresses, IPv4 routes of every table, IPv4 rules, neighbour entries and
-#: multicast addresses; then IPv6 routes and rules, qdiscs and both netfilter dumps.
-DUMP_SCRIPT = f"""
-ip -o -d -batch - <<'EOF' 2>&1
-link show
-address show
-route show table all
-rule show
-neighbour show nud all
-maddress show
-route show table all cache
-EOF
-echo {SEP}
-ip -6 -o -batch - <<'EOF' 2>&1
-route show table all
-rule show
-EOF
-echo {SEP}
-tc qdisc show 2>&1
-echo {SEP}
-iptables-save 2>&1
-echo {SEP}
-ip6tables-save 2>&1
-"""
+#: What the state dump shows, per family: ``ip -o -d`` in batch mode prints links, addresses,
+#: routes of every table, rules, neighbour entries, multicast addresses (and, for IPv4, the
+#: route cache).
+SHOW4 = (
+    "link show",
+    "address show",
+    "route show table all",
+    "rule show",
+    "neighbour show nud all",
+    "maddress show",
+    "route show table all cache",
+)
+SHOW6 = (
+    "address show",
+    "route show table all",
+    "rule show",
+    "neighbour show nud all",
+    "maddress show",
+)
+#: iptables-save output that is not a pristine (empty) table: a rule, a DROP policy or a user
+#: chain (``sh`` case patterns).
+DIRTY_IPTABLES = '*"-A "*|*" DROP ["*|*" - ["*'
+
+
+def _heredoc(tag: str, body: str) -> str:
+    return f"<<'{tag}'\n{body}\n{tag}\n"
+
+
+def state_script(
+    fix4: tuple[str, ...] = (),
+    fix6: tuple[str, ...] = (),
+    keep_links: str | None = None,
+    tc_expected: str | None = None,
+    tc_fix: tuple[str, ...] = (),
+    fix_iptables: bool = False,
+) -> str:
+    """The ``sh`` script that prints a node's state in five sections separated by :data:`SEP`
+    (IPv4 ``ip`` batch, IPv6 ``ip`` batch, qdiscs, iptables-save, ip6tables-save), after
+    optional repairs that share its processes.
+
+    Args:
+        fix4 / fix6: ``ip`` batch commands run (errors ignored) before the shows of the same
+            ``ip -4`` / ``ip -6`` process.
+        keep_links: when given, every interface not named in it (space-separated) is deleted
+            first (the namespace's interfaces are read from ``/proc/net/dev``, no process).
+        tc_expected / tc_fix: when the qdisc listing differs from ``tc_expected``, run the
+            ``tc`` batch ``tc_fix`` and list again.
+
+        fix_iptables: when an iptables or ip6tables table holds a rule, a DROP policy or a
+            user chain, blank every table that exists (empty, ACCEPT policies) and list again.
+
+    Without arguments it only prints (the snapshot and the re-check use it).
+    """
+    lines = []
+    feed4 = "\n".join([*fix4, *SHOW4])
+    if keep_links is not None:
+        lines += [
+            "{ while IFS= read -r line; do case $line in *:*) ;; *) continue;; esac",
+            "  name=${line%%:*}; name=${name##* }",
+            f'  case " {keep_links} " in *" $name "*) ;; *) echo "link delete dev $name";; esac',
+            "done < /proc/net/dev",
+            "cat " + _heredoc("NAEOF", feed4).rstrip("\n"),
+            "} | ip -4 -o -d -force -batch - 2>/dev/null",
+        ]
+    else:
+        lines.append("ip -4 -o -d -force -batch - 2>/dev/null " + _heredoc("NAEOF", feed4))
+    lines.append(f"echo {SEP}")
+    lines.append(
+        "ip -6 -o -d -force -batch - 2>/dev/null " + _heredoc("NAEOF", "\n".join([*fix6, *SHOW6]))
+    )
+    lines.append(f"echo {SEP}")
+    lines.append("q=$(tc qdisc show 2>&1)")
+    if tc_expected is not None:
+        lines += [
+            f'if [ "$q" != {shlex.quote(tc_expected)} ]; then',
+            "  tc -force -batch - >/dev/null 2>&1 " + _heredoc("NAEOF", "\n".join(tc_fix)),
+            "  q=$(tc qdisc show 2>&1)",
+            "fi",
+        ]
+    lines += ["printf '%s\\n' \"$q\"", f"echo {SEP}"]
+    blank = {
+        table: "\n".join([f"*{table}", *(f":{c} ACCEPT [0:0]" for c in chains), "COMMIT"])
+        for table, chains in BUILTIN_CHAINS.items()
+    }
+    cases = "\n".join(f"  {t}) printf '%s\\n' {shlex.quote(text)};;" for t, text in blank.items())
+    if fix_iptables:
+        lines += [
+            "blank() { printf '%s\\n' \"$1\" | while IFS= read -r l; do case $l in",
+            "  '*'*) case ${l#?} in",
+            cases,
+            "  esac;; esac; done; }",
+        ]
+    for tool in ("iptables", "ip6tables"):
+        lines.append(f"s=$({tool}-save 2>&1)")
+        if fix_iptables:
+            lines += [
+                f"case $s in {DIRTY_IPTABLES})",
+                f'  blank "$s" | {tool}-restore >/dev/null 2>&1; s=$({tool}-save 2>&1);;',
+                "esac",
+            ]
+        lines.append("printf '%s\\n' \"$s\"")
+        if tool == "iptables":
+            lines.append(f"echo {SEP}")
+    return "\n".join(lines) + "\n"
+
+
+#: Prints a node's state without changing it (:func:`state_script` without repairs).
+DUMP_SCRIPT = state_script()
 
 
 def pool_size_from_env() -> int:
@@ -118,32 +201,31 @@ def normalize_dump(text: str) -> list[str]:
     """
     parts = (text + "\n").split(SEP + "\n")
     parts += [""] * (5 - len(parts))
-    ip_lines = []
-    for line in parts[0].splitlines():
+    # listing order follows insertion order (a restored route is listed last): compare sets
+    return [
+        "\n".join(sorted(_normalize_ip_lines(parts[0]))),
+        "\n".join(sorted(_normalize_ip_lines(parts[1]))),
+        parts[2].strip(),
+        _normalize_iptables(parts[3]),
+        _normalize_iptables(parts[4]),
+    ]
+
+
+def _normalize_ip_lines(text: str) -> list[str]:
+    lines = []
+    for line in text.splitlines():
         line = re.sub(r"\bstate \S+ ", "", line)
         line = re.sub(r"\b(valid_lft|preferred_lft) \S+", "", line)
         line = re.sub(r"\b(tentative|linkdown) ", "", line)
         line = re.sub(r" users \d+", "", line)  # multicast membership reference counts
         if re.match(r"^ff0[0-9a-f]:\S* dev .* NOARP", line):
             continue
-        if line.startswith("Error: Peer netns reference is invalid"):
-            continue  # ip -d link's transient note on a veth peer in another namespace
         if re.match(r"^(unicast )?local fe80::\S* dev ", line):
             continue
-        ip_lines.append(line.rstrip())
-    v6 = [
-        line.rstrip()
-        for line in parts[1].splitlines()
-        if not re.match(r"^local fe80::\S* dev ", line)
-    ]
-    # listing order follows insertion order (a restored route is listed last): compare sets
-    return [
-        "\n".join(sorted(ip_lines)),
-        "\n".join(sorted(v6)),
-        parts[2].strip(),
-        _normalize_iptables(parts[3]),
-        _normalize_iptables(parts[4]),
-    ]
+        if line.startswith("Error: Peer netns reference is invalid"):
+            continue  # ip -d link's transient note on a veth peer in another namespace
+        lines.append(line.rstrip())
+    return lines
 
 
 def _normalize_iptables(text: str) -> str:
@@ -178,6 +260,7 @@ class NodeSnapshot:
     rules6: list[str]
     iptables: str  # iptables-save text ("" when no table exists)
     ip6tables: str
+    tc_raw: str = ""  # "tc qdisc show" output as printed
 
 
 @dataclass
@@ -349,24 +432,38 @@ def _sysctl_order(path: str) -> int:
     return 2
 
 
+def read_sysctl_paths(paths: Iterable[str]) -> dict[str, str]:
+    """The values of ``paths`` (sysctl files) in the calling thread's namespace; unreadable
+    or missing paths are left out."""
+    values: dict[str, str] = {}
+    for path in paths:
+        try:
+            with open(path, "rb", buffering=0) as handle:
+                values[path] = handle.read().decode(errors="replace")
+        except OSError:
+            continue
+    return values
+
+
 def restore_sysctls(want: dict[str, str]) -> tuple[list[str], bool]:
     """Write back every sysctl of the calling thread's namespace that differs from ``want``,
-    then read them all again.
+    then read them again.
+
+    Only the snapshot's paths are read: a path the snapshot lacks belongs to an interface
+    the snapshot lacks, and the link comparison already fails on such an interface.
 
     Returns (the paths that still differ -- empty: verified, whether anything was written).
     """
-    have = read_sysctls()
+    have = read_sysctl_paths(want)
     wrong = [path for path, value in want.items() if have.get(path) != value]
-    if not wrong and set(have) == set(want):
+    if not wrong:
         return [], False
     for path in sorted(wrong, key=_sysctl_order):
         with contextlib.suppress(OSError):
             with open(path, "wb", buffering=0) as handle:
                 handle.write(want[path].encode())
-    have = read_sysctls()
-    return sorted(path for path in set(have) | set(want) if have.get(path) != want.get(path)), bool(
-        wrong
-    )
+    have = read_sysctl_paths(want)
+    return [path for path, value in want.items() if have.get(path) != value], True
 
 
 def _run_scripts(
@@ -535,22 +632,19 @@ ip6tables-save 2>&1
 """
 
 
-def _heredoc(tag: str, body: str) -> str:
-    return f"<<'{tag}'\n{body}\n{tag}\n"
-
-
 def restore_script(node: NodeSnapshot) -> str:
-    """The ``sh`` script that puts one node back into ``node``'s state and prints its
-    fingerprint (the :data:`DUMP_SCRIPT` sections, then the sysctls that still differ).
+    """The ``sh`` script that puts one node back into ``node``'s state and prints the state
+    (:func:`state_script`'s sections): five processes when nothing but addresses, routes,
+    rules and links differ.
 
-    Steps: delete links the snapshot does not have; reset every snapshot link (MAC, MTU, queue
-    length, ARP, promiscuity, no master, up); delete the routes and rules of all tables and
-    the IPv4 addresses and neighbour entries, then re-add the snapshot's; flush the route
-    cache; delete root, ingress and clsact qdiscs; blank the iptables/ip6tables tables that
-    exist and restore the snapshot's; flush conntrack; write back every ``net.*`` sysctl whose
-    value differs from the snapshot (twice: ``ip_forward`` resets the per-interface keys).
+    Repairs: delete links the snapshot does not have; reset every snapshot link (MAC, MTU,
+    queue length, ARP, promiscuity, no master, up); flush the IPv4 routes of every table, the
+    IPv4 addresses, rules and neighbour entries and re-add the snapshot's; flush the route
+    cache; delete global IPv6 addresses, re-add the link-local ones, restore the IPv6 rules,
+    flush IPv6 neighbours; when the qdiscs differ, delete root, ingress and clsact qdiscs;
+    blank iptables/ip6tables tables that hold anything; flush conntrack when it holds
+    entries. The ``net.*`` sysctls are restored in-process (:func:`restore_sysctls`).
     """
-    keep = " ".join(name for name, *_ in node.links)
     batch = []
     for name, mac, mtu, qlen, noarp in node.links:
         batch.append(f"link set dev {name} nomaster")
@@ -564,7 +658,7 @@ def restore_script(node: NodeSnapshot) -> str:
         words += ["promisc off", "allmulticast off", "up"]
         batch.append(" ".join(words))
     batch.append("route flush table all")
-    batch += [f"address flush dev {name} to 0.0.0.0/0" for name, *_ in node.links]
+    batch += [f"address flush dev {name}" for name, *_ in node.links]
     batch += [f"address add {address}" for address in node.addresses]
     batch += [f"route add {route}" for route in node.routes]
     batch.append("rule flush")
@@ -578,41 +672,20 @@ def restore_script(node: NodeSnapshot) -> str:
     for name, *_ in node.links:
         tc += [f"qdisc del dev {name} root", f"qdisc del dev {name} ingress"]
         tc += [f"qdisc del dev {name} clsact"]
-    blank = {
-        table: "\n".join([f"*{table}", *(f":{c} ACCEPT [0:0]" for c in chains), "COMMIT"])
-        for table, chains in BUILTIN_CHAINS.items()
-    }
-    cases = "\n".join(f"  {t}) printf '%s\\n' {shlex.quote(text)};;" for t, text in blank.items())
-    lines = [
-        # /proc/net/dev lists the interfaces of the reader's namespace (no process needed)
-        "while IFS= read -r line; do case $line in *:*) ;; *) continue;; esac",
-        "  name=${line%%:*}; name=${name##* }",
-        f'  case " {keep} " in *" $name "*) ;; *) ip link del dev "$name" 2>/dev/null;; esac',
-        "done < /proc/net/dev",
-        "ip -4 -force -batch - >/dev/null 2>&1 " + _heredoc("NAEOF", "\n".join(batch)),
-        "ip -6 -force -batch - >/dev/null 2>&1 " + _heredoc("NAEOF", "\n".join(batch6)),
-        "tc -force -batch - >/dev/null 2>&1 " + _heredoc("NAEOF", "\n".join(tc)),
-        "blank() { for t in $1; do case $t in",
-        cases,
-        "  esac; done; }",
-        "tables() { while IFS= read -r l; do",
-        "  case $l in '*'*) printf '%s ' \"${l#?}\";; esac; done; }",
-        "t4=$(iptables-save 2>/dev/null | tables)",
-        '[ -n "$t4" ] && { blank "$t4"; } | iptables-restore >/dev/null 2>&1',
-        "t6=$(ip6tables-save 2>/dev/null | tables)",
-        '[ -n "$t6" ] && { blank "$t6"; } | ip6tables-restore >/dev/null 2>&1',
-    ]
-    if node.iptables:
-        lines.append("iptables-restore >/dev/null 2>&1 " + _heredoc("NAEOF", node.iptables))
-    if node.ip6tables:
-        lines.append("ip6tables-restore >/dev/null 2>&1 " + _heredoc("NAEOF", node.ip6tables))
-    lines += [
-        "if read -r _ < /proc/net/nf_conntrack 2>/dev/null; then",
-        "  conntrack -F >/dev/null 2>&1",
-        "fi",
-        DUMP_SCRIPT,
-    ]
-    return "\n".join(lines) + "\n"
+    script = state_script(
+        fix4=tuple(batch),
+        fix6=tuple(batch6),
+        keep_links=" ".join(name for name, *_ in node.links),
+        tc_expected=node.tc_raw,
+        tc_fix=tuple(tc),
+        fix_iptables=True,
+    )
+    conntrack = (
+        "if read -r _ < /proc/net/nf_conntrack 2>/dev/null; then\n"
+        "  conntrack -F >/dev/null 2>&1\n"
+        "fi\n"
+    )
+    return conntrack + script
 
 
 def take_snapshot(net: RouteNetwork) -> Snapshot:
@@ -634,6 +707,7 @@ def take_snapshot(net: RouteNetwork) -> Snapshot:
         dump_text = (SEP + "\n").join(parts[:5])
         parse_text = (SEP + "\n").join(parts[5:])
         nodes[machine] = _parse_snapshot(dump_text, parse_text, sysctls)
+        nodes[machine].tc_raw = parts[2].rstrip("\n")
     return Snapshot(
         nodes=nodes,
         root_links=_root_links(net.topology.prefix),
@@ -682,6 +756,7 @@ def restore_and_verify(
     results = _run_scripts(
         net, {m: restore_script(snapshot.nodes[m]) for m in wanted}, after=sysctls_then_dump
     )
+    dumps: dict[str, str] = {}
     for machine in wanted:
         status, out, after = results[machine]
         if status == 124:
@@ -689,19 +764,24 @@ def restore_and_verify(
             continue
         if isinstance(after, tuple):
             leftover, dumped_again = after
-            out = dumped_again if dumped_again is not None else out
+            dumps[machine] = dumped_again if dumped_again is not None else out
         else:
             leftover = after  # the exception of the sysctl restore
-        parts = out.split(SEP + "\n")
-        if _pending(parts[0]):
-            pending.append(machine)
-        dump = normalize_dump((SEP + "\n").join(parts[:5]))
-        expected = snapshot.nodes[machine].dump
-        for index, (got, want) in enumerate(zip(dump, expected, strict=True)):
-            if got != want:
-                problems.append(f"{machine}: section {index} differs: {_first_diff(got, want)}")
+            dumps[machine] = out
         if leftover:  # paths that still differ, or an exception
             problems.append(f"{machine}: sysctls differ: {leftover!r:.300}")
+    differing = {m: _compare(snapshot.nodes[m], text) for m, text in dumps.items()}
+    # machines restored in parallel race on veth carriers (r0's transit side may come up
+    # after r1 printed its own side): what differs is printed once more before it counts
+    again = [m for m, found in differing.items() if found]
+    if again:
+        for machine, (_s, out, _a) in _run_scripts(net, dict.fromkeys(again, DUMP_SCRIPT)).items():
+            dumps[machine] = out
+            differing[machine] = _compare(snapshot.nodes[machine], out)
+    for machine, found in differing.items():
+        problems += [f"{machine}: {item}" for item in found]
+        if _pending(dumps[machine].split(SEP + "\n")[0]):
+            pending.append(machine)
     others = sorted(set(snapshot.nodes) - set(wanted))
     for machine in _flush_untouched(net, others):
         problems.append(f"{machine}: learned neighbour entries could not be flushed")
@@ -714,6 +794,16 @@ def restore_and_verify(
         )
         problems.append(f"root namespace links differ: {changed[:5]}")
     return problems, pending
+
+
+def _compare(node: NodeSnapshot, out: str) -> list[str]:
+    """Differences between a printed state (:func:`state_script` output) and ``node``."""
+    dump = normalize_dump(out)
+    return [
+        f"section {index} differs: {_first_diff(got, want)}"
+        for index, (got, want) in enumerate(zip(dump, node.dump, strict=True))
+        if got != want
+    ]
 
 
 def _first_diff(got: str, want: str) -> str:
