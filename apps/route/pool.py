@@ -438,10 +438,15 @@ def read_sysctl_paths(paths: Iterable[str]) -> dict[str, str]:
     values: dict[str, str] = {}
     for path in paths:
         try:
-            with open(path, "rb", buffering=0) as handle:
-                values[path] = handle.read().decode(errors="replace")
+            fd = os.open(path, os.O_RDONLY)
         except OSError:
             continue
+        try:
+            values[path] = os.read(fd, 65536).decode(errors="replace")
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
     return values
 
 
