@@ -1,8 +1,10 @@
 """The registered ``route`` app: routing misconfiguration on real Mininet (paper App. C).
 
-Each episode builds its own prefixed Mininet network, checks that it is healthy, injects the
-faults of the query (:mod:`apps.route.queries`) and checks that pingall is really broken (an
-:class:`EmulatorError` otherwise -- the per-method test keeps that from happening).
+Each episode builds its own prefixed Mininet network (or, with a pool, leases a built one that
+was restored and verified after its previous episode: :mod:`apps.route.pool`), checks that it
+is healthy, injects the faults of the query (:mod:`apps.route.queries`) and checks that
+pingall is really broken (an :class:`EmulatorError` otherwise -- the per-method test keeps
+that from happening).
 
 Episode loop: the first observation is the task, the topology and the initial pingall
 (:mod:`apps.route.prompt`). Each step takes one reply ``{"machine", "command"}`` (or

@@ -16,10 +16,13 @@ it (or moving it, or renaming it and deleting the renamed one) removes the peer 
 setting it down drops the peer's carrier. The verification catches both: the touched node's
 link listing (names, ifindex of the veth peer, MAC, flags) must equal the snapshot, and so must
 the root-namespace side of the network (every prefixed switch port and bridge: ifindex, MAC,
-MTU, flags, master, carrier), read from ``/sys/class/net`` without a process.
+MTU, flags, master, carrier), read from ``/sys/class/net`` without a process. Machines no
+command ran on still learn from traffic (neighbour entries, path-MTU exceptions): that state is
+flushed on every machine at every release, in-process (rtnetlink).
 
-Cost: one process per touched machine (``nsenter`` + ``sh`` running the restore and printing
-the fingerprint), all machines in parallel, plus the ``/sys`` read.
+Cost: one process tree per touched machine (``nsenter`` + ``sh``, whose ``ip``/``tc``/
+``iptables`` processes both repair and print the state), all machines in parallel; the
+``net.*`` sysctls are read and written by a helper thread moved into the machine's namespace.
 
 Environment: ``NETARENA_ROUTE_POOL`` = the number of idle networks kept per shape (unset or
 ``0``: no pool, every episode builds and tears down its own network, the behaviour before the
@@ -258,7 +261,9 @@ class NodeSnapshot:
     routes: list[str]  # non-kernel IPv4 routes ("route add" arguments)
     rules: list[str]  # IPv4 rules other than pref 0 ("rule add" arguments)
     rules6: list[str]
-    iptables: str  # iptables-save text ("" when no table exists)
+    # iptables-save texts ("" when no table exists, as after every build): restore blanks the
+    # tables, so a snapshot holding rules would fail verification and be rebuilt
+    iptables: str
     ip6tables: str
     tc_raw: str = ""  # "tc qdisc show" output as printed
 
