@@ -66,7 +66,8 @@ class RouteEpisode(Episode):
     Options: ``max_steps`` (default 10), ``probe_timeout_s`` (pingall wait per attempt, 0.2),
     ``command_timeout_s`` (5), ``output_cap_bytes`` (16 KiB), ``pool`` (a
     :class:`~apps.route.pool.RoutePool` to lease the network from; None: the process's pool
-    when ``NETARENA_ROUTE_POOL`` > 0, else none; False: never a pool). Without a pool the
+    when ``NETARENA_ROUTE_POOL`` > 0, else none; True: the process's pool in any case; False:
+    never a pool). Without a pool the
     episode builds its own network at :meth:`reset` and tears it down at :meth:`close`; with
     one it leases a verified pristine network and :meth:`close` returns it (restored and
     verified, or destroyed).
@@ -89,7 +90,7 @@ class RouteEpisode(Episode):
         self.output_cap_bytes = output_cap_bytes
         self.network = RouteNetwork(RouteTopology.from_dict(query.ground_truth["topology"]))
         if pool is None or pool is True:
-            self._pool = default_pool()
+            self._pool = default_pool(create=pool is True)
         else:
             self._pool = pool or None
         self._leased = False
@@ -328,8 +329,9 @@ class RouteApp(App):
         healthy_share: share of each batch that is a healthy control (default
             :data:`evaluator.sampling.HEALTHY_SHARE`, 10%; 0 for none).
         pool: where episodes get their networks: a :class:`~apps.route.pool.RoutePool`,
-            False for a fresh build per episode, or None (default) for the process's pool
-            when ``NETARENA_ROUTE_POOL`` > 0 and a fresh build otherwise.
+            True for the process's pool, False for a fresh build per episode, or None
+            (default) for the process's pool when ``NETARENA_ROUTE_POOL`` > 0 and a fresh
+            build otherwise.
     """
 
     app_id: ClassVar[str] = "route"

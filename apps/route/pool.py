@@ -972,15 +972,17 @@ _ALL_POOLS: weakref.WeakSet[RoutePool] = weakref.WeakSet()
 _DEFAULT_LOCK = threading.Lock()
 
 
-def default_pool() -> RoutePool | None:
-    """The process's pool when ``NETARENA_ROUTE_POOL`` > 0 (created on first use), else None.
+def default_pool(create: bool = False) -> RoutePool | None:
+    """The process's pool when ``NETARENA_ROUTE_POOL`` > 0 or ``create`` (created on first
+    use, keeping the variable's number of idle networks per shape, or 2), else None.
 
     The pool is shut down at interpreter exit, and a forked child starts without one.
     """
     global _DEFAULT
     size = pool_size_from_env()
-    if size <= 0:
+    if size <= 0 and not create:
         return None
+    size = size if size > 0 else 2
     with _DEFAULT_LOCK:
         if _DEFAULT is None:
             _DEFAULT = RoutePool(max_idle=size)

@@ -285,3 +285,6 @@ def test_the_pool_is_off_unless_the_environment_sizes_it(monkeypatch: pytest.Mon
     shutdown_default_pool()
     monkeypatch.setenv(POOL_ENV, "many")
     assert default_pool() is None
+    forced = default_pool(create=True)
+    assert forced is not None and forced.max_idle == 2
+    shutdown_default_pool()
