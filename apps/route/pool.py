@@ -34,6 +34,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import multiprocessing.util
 import os
 import re
 import shlex
@@ -852,6 +853,7 @@ class RoutePool:
         self._snapshots: dict[int, Snapshot] = {}
         self._closed = False
         _ALL_POOLS.add(self)
+        _register_exit_hooks()
 
     @staticmethod
     def shape_key(topology: RouteTopology) -> tuple[int, int, int]:
@@ -1003,6 +1005,22 @@ def _shutdown_all() -> None:
     for pool in list(_ALL_POOLS):
         with contextlib.suppress(Exception):
             pool.shutdown()
+
+
+_HOOKED_PID = 0
+
+
+def _register_exit_hooks() -> None:
+    """Shut every pool down when this process ends: at interpreter exit (``atexit``), and in
+    a :mod:`multiprocessing` child, which leaves through ``os._exit`` without running
+    ``atexit`` handlers but runs ``multiprocessing.util`` finalizers first. A process killed
+    outright leaves its networks to :func:`~apps.route.network.cleanup_stale_prefixes` (its
+    prefix locks die with it)."""
+    global _HOOKED_PID
+    if _HOOKED_PID == os.getpid():
+        return
+    _HOOKED_PID = os.getpid()
+    multiprocessing.util.Finalize(None, _shutdown_all, exitpriority=50)
 
 
 def _after_fork_in_child() -> None:

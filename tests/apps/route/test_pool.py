@@ -275,6 +275,7 @@ def test_two_episodes_at_once_never_share_a_network_and_shutdown_leaves_nothing(
 
 
 def test_the_pool_is_off_unless_the_environment_sizes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    shutdown_default_pool()
     monkeypatch.delenv(POOL_ENV, raising=False)
     assert default_pool() is None
     monkeypatch.setenv(POOL_ENV, "0")
