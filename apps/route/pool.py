@@ -197,7 +197,9 @@ def normalize_dump(text: str) -> list[str]:
     Removed: operational state words (``state UP`` follows the carrier through the kernel's
     link-watch, up to 1 s late), address lifetimes and the IPv6 ``tentative`` flag (duplicate
     address detection), the kernel's ``local fe80::`` routes (added when that detection ends),
-    IPv6 multicast neighbour entries (``NOARP``, made by MLD), multicast reference counts,
+    IPv6 multicast neighbour entries (``NOARP``, made by MLD) and link-local ones learned
+    from neighbour discovery (the restore flushes them; traffic makes them again at any
+    time), multicast reference counts,
     the transient ``Peer netns reference`` note, iptables-save comments and counters, and
     empty tables (iptables-nft cannot delete a table; an empty table whose chains accept
     everything filters nothing). Route, address and neighbour lines are compared as sets:
@@ -224,6 +226,8 @@ def _normalize_ip_lines(text: str) -> list[str]:
         line = re.sub(r" users \d+", "", line)  # multicast membership reference counts
         if re.match(r"^ff0[0-9a-f]:\S* dev .* NOARP", line):
             continue
+        if re.match(r"^fe80::\S* dev \S+ lladdr \S+ (router )?(REACHABLE|STALE|DELAY|PROBE)", line):
+            continue  # learned from neighbour discovery at any time (the restore flushed them)
         if re.match(r"^(unicast )?local fe80::\S* dev ", line):
             continue
         if line.startswith("Error: Peer netns reference is invalid"):
