@@ -1,8 +1,10 @@
 """The registered ``route`` app: routing misconfiguration on real Mininet (paper App. C).
 
-Each episode builds its own prefixed Mininet network, checks that it is healthy, injects the
-faults of the query (:mod:`apps.route.queries`) and checks that pingall is really broken (an
-:class:`EmulatorError` otherwise -- the per-method test keeps that from happening).
+Each episode builds its own prefixed Mininet network (or, with a pool, leases a built one that
+was restored and verified after its previous episode: :mod:`apps.route.pool`), checks that it
+is healthy, injects the faults of the query (:mod:`apps.route.queries`) and checks that
+pingall is really broken (an :class:`EmulatorError` otherwise -- the per-method test keeps
+that from happening).
 
 Episode loop: the first observation is the task, the topology and the initial pingall
 (:mod:`apps.route.prompt`). Each step takes one reply ``{"machine", "command"}`` (or
@@ -44,6 +46,7 @@ from apps.route.examples import EXAMPLES
 from apps.route.faults import with_prefix
 from apps.route.mn import mininet_api
 from apps.route.network import RouteNetwork
+from apps.route.pool import RoutePool, default_pool
 from apps.route.probe import PROBE_TIMEOUT_S, PingallResult
 from apps.route.prompt import (
     PINGALL_MARKER,
@@ -61,7 +64,13 @@ class RouteEpisode(Episode):
     """One agent attempt at one routing query on a private Mininet network.
 
     Options: ``max_steps`` (default 10), ``probe_timeout_s`` (pingall wait per attempt, 0.2),
-    ``command_timeout_s`` (5), ``output_cap_bytes`` (16 KiB).
+    ``command_timeout_s`` (5), ``output_cap_bytes`` (16 KiB), ``pool`` (a
+    :class:`~apps.route.pool.RoutePool` to lease the network from; None: the process's pool
+    when ``NETARENA_ROUTE_POOL`` > 0, else none; True: the process's pool in any case; False:
+    never a pool). Without a pool the
+    episode builds its own network at :meth:`reset` and tears it down at :meth:`close`; with
+    one it leases a verified pristine network and :meth:`close` returns it (restored and
+    verified, or destroyed).
     """
 
     def __init__(
@@ -72,6 +81,7 @@ class RouteEpisode(Episode):
         probe_timeout_s: float = PROBE_TIMEOUT_S,
         command_timeout_s: float = COMMAND_TIMEOUT_S,
         output_cap_bytes: int = OUTPUT_CAP_BYTES,
+        pool: RoutePool | bool | None = None,
     ) -> None:
         self.query = query
         self.max_steps = max_steps
@@ -79,6 +89,12 @@ class RouteEpisode(Episode):
         self.command_timeout_s = command_timeout_s
         self.output_cap_bytes = output_cap_bytes
         self.network = RouteNetwork(RouteTopology.from_dict(query.ground_truth["topology"]))
+        if pool is None or pool is True:
+            self._pool = default_pool(create=pool is True)
+        else:
+            self._pool = pool or None
+        self._leased = False
+        self._closed = False
         self._ended = False
         self._tally: StepTally | None = None
         self._started = 0.0
@@ -116,7 +132,14 @@ class RouteEpisode(Episode):
                 injection command failed, or the faults did not break pingall.
         """
         started = time.perf_counter()
-        self.network.start()
+        if self._leased or (self._pool is None and self.network.running):
+            self.close()
+        self._closed = False
+        if self._pool is not None:
+            self.network = self._pool.acquire(self.network.topology)
+            self._leased = True
+        else:
+            self.network.start()
         topo = self.network.topology
         healthy = self._probe()
         if healthy.lost:
@@ -178,7 +201,8 @@ class RouteEpisode(Episode):
         tally = self._tally
         if tally is None:
             raise ResetNeededError("call reset() first")
-        if self._ended:
+        if self._ended or self._closed:
+            # after close() a pooled network may already serve another episode
             return StepResult("The episode is over.", terminated=True, info={"ignored": True})
         tally.steps += 1
         n = tally.steps
@@ -282,7 +306,15 @@ class RouteEpisode(Episode):
         return {"prefix": self.network.topology.prefix}
 
     def close(self) -> None:
-        """Tear the network down (idempotent)."""
+        """Tear the network down, or return a leased one to its pool, which restores and
+        verifies it (idempotent). Later steps are ignored."""
+        self._closed = True
+        if self._pool is not None:
+            # a pooled network belongs to the pool once released: never stop it here
+            if self._leased:
+                self._leased = False
+                self._pool.release(self.network)
+            return
         self.network.stop()
 
 
@@ -296,6 +328,10 @@ class RouteApp(App):
         probe_timeout_s: pingall wait per attempt in seconds (default 0.2).
         healthy_share: share of each batch that is a healthy control (default
             :data:`evaluator.sampling.HEALTHY_SHARE`, 10%; 0 for none).
+        pool: where episodes get their networks: a :class:`~apps.route.pool.RoutePool`,
+            True for the process's pool, False for a fresh build per episode, or None
+            (default) for the process's pool when ``NETARENA_ROUTE_POOL`` > 0 and a fresh
+            build otherwise.
     """
 
     app_id: ClassVar[str] = "route"
@@ -316,6 +352,7 @@ class RouteApp(App):
         hosts: tuple[int, int] | None = None,
         probe_timeout_s: float = PROBE_TIMEOUT_S,
         healthy_share: float = HEALTHY_SHARE,
+        pool: RoutePool | bool | None = None,
     ) -> None:
         if not 0.0 <= healthy_share <= 1.0:
             raise ValueError("healthy_share must be in [0, 1]")
@@ -326,6 +363,7 @@ class RouteApp(App):
         self.hosts = hosts
         self.probe_timeout_s = probe_timeout_s
         self.healthy_share = healthy_share
+        self.pool = pool
 
     def generate(self, count: int, seed: int, level: int | None = None) -> list[Query]:
         """Return ``count`` queries for ``seed``; labels cycle through a seeded order of the
@@ -353,6 +391,7 @@ class RouteApp(App):
         """Return a fresh, not yet reset episode. Options: see :class:`RouteEpisode`."""
         options.setdefault("max_steps", self.max_steps)
         options.setdefault("probe_timeout_s", self.probe_timeout_s)
+        options.setdefault("pool", self.pool)
         return RouteEpisode(query, **options)
 
     def oracle_reply(self, ground_truth: JSON, history: list[JSON]) -> str:

@@ -158,6 +158,14 @@ class PrefixClaim:
             return cls(prefix, fd)
         raise EmulatorError("could not claim a free episode prefix")
 
+    def forget(self) -> None:
+        """Close this process's descriptor of the lock without removing the lock file (a
+        forked child's copy: the parent still holds the lock)."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
     def release(self) -> None:
         """Remove the lock file and release the lock (idempotent)."""
         if self._fd is None:
@@ -185,6 +193,10 @@ class RouteNetwork:
         self._claim: PrefixClaim | None = None
         self.build_s = 0.0
         self.stop_s = 0.0
+        #: Machines something may have changed: every machine named to :meth:`exec` or
+        #: :meth:`pid_of` (fault injection, distractors, agent commands) since the last clear.
+        #: The pool restores and verifies these (:mod:`apps.route.pool`).
+        self.touched: set[str] = set()
 
     # lifecycle ----------------------------------------------------------------------------
     def start(self) -> RouteNetwork:
@@ -274,8 +286,20 @@ class RouteNetwork:
 
     # evaluator-side execution -------------------------------------------------------------
     def pid_of(self, machine: str) -> int:
-        """Pid of ``machine``'s shell. Raises ``KeyError`` for a name not in this network."""
-        return self.pids[machine]
+        """Pid of ``machine``'s shell, for running something in its namespace; the machine is
+        recorded in :attr:`touched`. Raises ``KeyError`` for a name not in this network."""
+        pid = self.pids[machine]
+        self.touched.add(machine)
+        return pid
+
+    def forget(self) -> None:
+        """Drop this network without stopping it (a forked child's copy of its parent's
+        network): close the inherited prefix-lock descriptor, so only the parent holds it."""
+        self._net = None
+        if self._claim is not None:
+            self._claim.forget()
+            self._claim = None
+        self.pids = {}
 
     def exec(
         self, machine: str, argv: list[str], timeout_s: float = EXEC_TIMEOUT_S
@@ -283,9 +307,17 @@ class RouteNetwork:
         """Run trusted ``argv`` in ``machine``'s network namespace; return (status, output).
 
         Only for the evaluator's own commands (fault injection, state fingerprints); agent
-        commands go through the sandbox. Raises ``KeyError`` for an unknown machine.
+        commands go through the sandbox. The machine is recorded in :attr:`touched`. Raises
+        ``KeyError`` for an unknown machine.
         """
-        pid = self.pid_of(machine)
+        self.touched.add(machine)
+        return self._exec(machine, argv, timeout_s)
+
+    def _exec(
+        self, machine: str, argv: list[str], timeout_s: float = EXEC_TIMEOUT_S
+    ) -> tuple[int, str]:
+        """:meth:`exec` for read-only commands of the evaluator (not recorded as touching)."""
+        pid = self.pids[machine]
         try:
             proc = subprocess.run(
                 ["nsenter", f"--net=/proc/{pid}/ns/net", "--", *argv],
@@ -303,8 +335,10 @@ class RouteNetwork:
         ips = {name: self.topology.probe_ip(name) for name in self.pids}
         return pingall(self.pids, ips, timeout_s=timeout_s, attempts=attempts)
 
-    def _links_pending(self, machine: str) -> bool:
-        status, out = self.exec(machine, ["ip", "-o", "link", "show"])
+    def links_pending(self, machine: str) -> bool:
+        """True when an interface of ``machine`` or of this network's switches is up with
+        carrier but not yet operational (see :meth:`wait_links_settled`)."""
+        status, out = self._exec(machine, ["ip", "-o", "link", "show"])
         lines = out.splitlines() if status == 0 else []
         for name in list_interfaces():
             if name.startswith(self.topology.prefix):
@@ -337,7 +371,7 @@ class RouteNetwork:
         not yet "up" is in that window.
         """
         started = time.perf_counter()
-        while self._links_pending(machine):
+        while self.links_pending(machine):
             if time.perf_counter() - started >= timeout_s:
                 break
             time.sleep(0.02)
@@ -364,7 +398,7 @@ class RouteNetwork:
                 "cat /proc/sys/net/ipv4/ip_forward",
             ]
         )
-        _status, out = self.exec(machine, ["sh", "-c", script + " 2>&1"])
+        _status, out = self._exec(machine, ["sh", "-c", script + " 2>&1"])
         parts = [part.strip() for part in (out + "\n").split("@@\n")]
         parts += [""] * (7 - len(parts))
         parts[1] = re.sub(r"\b(valid_lft|preferred_lft) \S+", "", parts[1])
