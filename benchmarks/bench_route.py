@@ -50,7 +50,7 @@ def _cpu_s() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _inject(net: RouteNetwork, truth: dict) -> None:  # type: ignore[type-arg]
+def _inject(net: RouteNetwork, truth: dict) -> None:
     """Apply a query's distractors and faults, as an episode's reset does."""
     changes = [(d["machine"], d["command"]) for d in truth.get("distractors", [])]
     changes += [(f["machine"], c) for f in truth["faults"] for c in f["inject"]]

@@ -236,7 +236,7 @@ def test_two_episodes_at_once_never_share_a_network_and_shutdown_leaves_nothing(
     results = []
     lock = threading.Lock()
 
-    def worker(batch: list) -> None:  # type: ignore[type-arg]
+    def worker(batch: list) -> None:
         for query in batch:
             episode = app.episode(query)
             assert isinstance(episode, RouteEpisode)
