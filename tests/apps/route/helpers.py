@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
+from apps.route.faults import with_prefix
+from apps.route.network import RouteNetwork
 from tests.conftest import require, require_root, require_tool
 
 
@@ -108,3 +111,11 @@ def leaked(before: dict[str, object], after: dict[str, object], key: str) -> obj
         return sorted(set(new) - set(old))
     assert isinstance(old, int) and isinstance(new, int), key
     return max(0, new - old)
+
+
+def apply_commands(net: RouteNetwork, machine: str, commands: list[str]) -> None:
+    """Run ``commands`` (unprefixed names) on ``machine`` of ``net``; each must exit 0."""
+    prefix = net.topology.prefix
+    for command in commands:
+        status, output = net.exec(prefix + machine, shlex.split(with_prefix(command, prefix)))
+        assert status == 0, f"{machine}: {command}: {output}"

@@ -10,7 +10,6 @@ and that the faulted machine's configuration is byte-for-byte the baseline again
 from __future__ import annotations
 
 import random
-import shlex
 
 import pytest
 
@@ -21,11 +20,10 @@ from apps.route.faults import (
     make_distractor,
     make_fault,
     sample_ground_truth,
-    with_prefix,
 )
 from apps.route.network import RouteNetwork
 from apps.route.topology import RouteTopology
-from tests.apps.route.helpers import require_emulator
+from tests.apps.route.helpers import apply_commands, require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns]
 
@@ -33,13 +31,6 @@ pytestmark = [pytest.mark.root, pytest.mark.netns]
 @pytest.fixture(autouse=True)
 def _emulator() -> None:
     require_emulator()
-
-
-def _apply(net: RouteNetwork, machine: str, commands: list[str]) -> None:
-    prefix = net.topology.prefix
-    for command in commands:
-        status, output = net.exec(prefix + machine, shlex.split(with_prefix(command, prefix)))
-        assert status == 0, f"{machine}: {command}: {output}"
 
 
 def _state(net: RouteNetwork, machine: str) -> list[str]:
@@ -63,7 +54,7 @@ def test_every_method_on_every_kind_of_machine_breaks_and_repairs(
         for serial, kind in enumerate(DISTRACTOR_KINDS):
             machine = "h2" if kind == "unused_route" else rng.choice(machines)
             extra = make_distractor(kind, machine, logical, rng, serial)
-            _apply(net, machine, [extra["command"]])
+            apply_commands(net, machine, [extra["command"]])
         assert net.pingall().lost == 0
         for label, methods in METHODS.items():
             for method, (_name, kinds) in methods.items():
@@ -73,12 +64,12 @@ def test_every_method_on_every_kind_of_machine_breaks_and_repairs(
                     baseline = _state(net, machine)
                     fault = make_fault(label, method, machine, logical, rng)
                     where = f"{label}-{method} on {machine} {fault['params']}"
-                    _apply(net, machine, fault["inject"])
+                    apply_commands(net, machine, fault["inject"])
                     if label == "DT" and method == 4:
                         net.pingall()  # drain the shaper's first frame
                     net.wait_links_settled(net.topology.prefix + machine)
                     assert net.pingall().lost > 0, f"{where} left pingall intact"
-                    _apply(net, machine, fault["repair"])
+                    apply_commands(net, machine, fault["repair"])
                     net.wait_links_settled(net.topology.prefix + machine)
                     healed = net.pingall()
                     assert healed.lost == 0, f"{where} repair left {healed.render()}"
@@ -93,15 +84,15 @@ def test_every_table5_pair_with_distractors_breaks_and_repairs(level: int) -> No
         truth = sample_ground_truth(labels, rng, level=level)
         with RouteNetwork(RouteTopology.from_dict(truth["topology"])) as net:
             for extra in truth["distractors"]:
-                _apply(net, extra["machine"], [extra["command"]])
+                apply_commands(net, extra["machine"], [extra["command"]])
             assert net.pingall().lost == 0, (labels, truth["distractors"])
             baselines = {f["machine"]: _state(net, f["machine"]) for f in truth["faults"]}
             for fault in truth["faults"]:
-                _apply(net, fault["machine"], fault["inject"])
+                apply_commands(net, fault["machine"], fault["inject"])
             net.pingall()
             assert net.pingall().lost > 0, labels
             for step in truth["repair"]:
-                _apply(net, step["machine"], [step["command"]])
+                apply_commands(net, step["machine"], [step["command"]])
             for machine in baselines:
                 net.wait_links_settled(net.topology.prefix + machine)
             assert net.pingall().lost == 0, (labels, truth["faults"])

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import random
-import shlex
 import threading
 
 import pytest
@@ -36,7 +35,7 @@ from apps.route.replies import DONE_REPLY
 from apps.route.topology import RouteTopology
 from evaluator.runner import run_episode
 from evaluator.testing import ScriptedClient
-from tests.apps.route.helpers import host_footprint, leaked, require_emulator
+from tests.apps.route.helpers import apply_commands, host_footprint, leaked, require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns]
 
@@ -44,13 +43,6 @@ pytestmark = [pytest.mark.root, pytest.mark.netns]
 @pytest.fixture(autouse=True)
 def _emulator() -> None:
     require_emulator()
-
-
-def _apply(net: RouteNetwork, machine: str, commands: list[str]) -> None:
-    prefix = net.topology.prefix
-    for command in commands:
-        status, output = net.exec(prefix + machine, shlex.split(with_prefix(command, prefix)))
-        assert status == 0, f"{machine}: {command}: {output}"
 
 
 def _full_state(net: RouteNetwork) -> dict[str, object]:
@@ -127,7 +119,7 @@ def test_every_fault_and_agent_change_is_restored_to_the_snapshot_on_every_machi
         for serial, kind in enumerate(DISTRACTOR_KINDS):
             machine = "h2" if kind == "unused_route" else machines[serial % len(machines)]
             extra = make_distractor(kind, machine, logical, rng, serial)
-            _apply(net, machine, [extra["command"]])
+            apply_commands(net, machine, [extra["command"]])
         net = _cycle(pool, net, "distractors")
         # every method, on every kind of machine it applies to, at once (different machines)
         for label, methods in METHODS.items():
@@ -135,7 +127,7 @@ def test_every_fault_and_agent_change_is_restored_to_the_snapshot_on_every_machi
                 targets = [m for m in machines if m[0].upper() in kinds]
                 for machine in targets:
                     fault = make_fault(label, method, machine, logical, rng)
-                    _apply(net, machine, fault["inject"])
+                    apply_commands(net, machine, fault["inject"])
                 assert net.pingall(timeout_s=0.1, attempts=1).lost > 0, (label, method)
                 net = _cycle(pool, net, f"{label}-{method} on {targets}")
         # agent-like changes outside the fault catalogue
@@ -178,7 +170,7 @@ def test_every_fault_and_agent_change_is_restored_to_the_snapshot_on_every_machi
             ],
         }
         for machine, commands in agent.items():
-            _apply(net, machine, commands)
+            apply_commands(net, machine, commands)
         net = _cycle(pool, net, "agent-like changes")
         assert pool.stats.rebuilds == 0 and pool.stats.built == 1
     finally:
@@ -192,7 +184,7 @@ def test_a_deleted_or_renamed_veth_is_caught_and_the_network_rebuilt() -> None:
     shape = RouteTopology(2, 2)
     net = pool.acquire(shape)
     prefix = net.topology.prefix
-    _apply(net, "h1", [f"ip link del {prefix}h1-eth0"])
+    apply_commands(net, "h1", [f"ip link del {prefix}h1-eth0"])
     assert not pool.release(net)
     assert pool.stats.rebuilds == 1 and pool.stats.destroyed == 1
     assert not [i for i in list_interfaces() if i.startswith(prefix)]
@@ -200,7 +192,9 @@ def test_a_deleted_or_renamed_veth_is_caught_and_the_network_rebuilt() -> None:
     assert fresh is not net and pool.stats.built == 2
     assert fresh.pingall().lost == 0
     p = fresh.topology.prefix
-    _apply(fresh, "h2", [f"ip link set {p}h2-eth0 down", f"ip link set {p}h2-eth0 name zz0"])
+    apply_commands(
+        fresh, "h2", [f"ip link set {p}h2-eth0 down", f"ip link set {p}h2-eth0 name zz0"]
+    )
     assert not pool.release(fresh)
     assert pool.stats.rebuilds == 2
     # an agent deleting its veth through the sandbox: the episode ends normally, the
