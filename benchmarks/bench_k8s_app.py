@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from apps.k8s.app import K8sApp  # noqa: E402
 from apps.k8s.namespace import shared_cluster  # noqa: E402
 from apps.k8s.pool import namespace_pool, shutdown_pools  # noqa: E402
+from evaluator.testing import play_reference  # noqa: E402
 
 
 def run_episodes(seed: int, count: int, pool: bool = True) -> dict[str, list[float]]:
@@ -99,21 +100,7 @@ def agent_figures(agent: str, per_level: int, seed: int) -> None:
         correct = safe = 0
         queries = app.generate(per_level, seed + level - 1, level)
         for query in queries:
-            with app.episode(query) as episode:
-                history = [{"role": "user", "content": episode.reset()}]
-                for _ in range(app.max_steps):
-                    if agent == "oracle":
-                        reply = app.oracle_reply(query.ground_truth, history)
-                    elif agent == "heuristic":
-                        reply = app.heuristic_reply(history)
-                    else:
-                        reply = app.null_reply(history)
-                    history.append({"role": "assistant", "content": reply})
-                    result = episode.step(reply)
-                    history.append({"role": "user", "content": result.observation})
-                    if result.terminated or result.truncated:
-                        break
-                verdict = episode.verdict()
+            verdict = play_reference(app, query, agent)
             correct += verdict.correct
             safe += verdict.safe
         ci = wilson_interval(correct, len(queries))
