@@ -74,8 +74,8 @@ def running_tasks(tids: list[int]) -> int:
         except OSError:
             continue
         # the command name is in parentheses and may hold anything: the state follows the last ")"
-        if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"R":
-            count += 1
+        state_at = stat.rfind(b")") + 2
+        count += stat[state_at : state_at + 1] == b"R"
     return count
 
 

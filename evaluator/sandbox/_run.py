@@ -363,8 +363,8 @@ def _run(
             if run.t_ready is None:  # no agent code ran: the caller may simply try again
                 raise _zygote.ZygoteError("the warm sandbox's zygote died before the call")
             raise SandboxError("the warm sandbox's zygote died during the call")
-        starved = meter is not None and meter.overloaded(limits.wall_timeout_s)
-        if run.killed_for == "timeout" and meter is not None and starved:
+        timed_out = run.killed_for == "timeout"
+        if timed_out and meter is not None and meter.overloaded(limits.wall_timeout_s):
             raise SandboxOverloadedError(
                 f"agent code ran out of its {limits.wall_timeout_s} s on an overloaded host: "
                 f"{meter.mean():.2f} other runnable tasks per CPU on average over "
