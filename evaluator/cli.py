@@ -17,6 +17,7 @@ from evaluator.oracle_vault import OracleVault
 from evaluator.registry import app_ids
 from evaluator.report import format_summary_table, write_result_file
 from evaluator.types import EpisodeResult, new_seed
+from evaluator.variants import VariantPack, VariantPackError, discover_packs, register_pack
 
 
 def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +65,16 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         help="CIDR the agent may live in (default: loopback); repeatable",
+    )
+    parser.add_argument(
+        "--variant-pack",
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="draw every query from the variant packs in DIR (a pack directory or a directory "
+        "of packs, docs/writing-a-variant-pack.md); repeatable; every app of --apps needs a "
+        "pack; default: the packs of NETARENA_VARIANT_DIRS mixed "
+        "with the public generator",
     )
     parser.add_argument("--quiet", action="store_true", help="no per-episode lines")
 
@@ -119,6 +130,24 @@ def run_evaluate(options: argparse.Namespace, out: object = sys.stdout) -> int:
             f"{'' if result.failure is None else ' failure=' + result.failure}\n"
         )
 
+    variant_packs: list[VariantPack] | None = None
+    share: float | None = None
+    if getattr(options, "variant_pack", None):
+        try:
+            found = discover_packs(options.variant_pack)
+        except VariantPackError as exc:
+            write(f"error: {exc}\n")
+            client.close()
+            return 2
+        variant_packs = [p for p in found if p.app_id in requested]
+        lacking = sorted(set(requested) - {p.app_id for p in variant_packs})
+        if lacking:
+            write(f"error: --variant-pack holds no pack for app(s) {lacking}\n")
+            client.close()
+            return 2
+        for pack in variant_packs:
+            register_pack(pack)
+        share = 1.0
     vault = OracleVault(options.oracle_vault) if options.oracle_vault else None
     try:
         document = evaluate_agent(
@@ -132,6 +161,8 @@ def run_evaluate(options: argparse.Namespace, out: object = sys.stdout) -> int:
             max_steps=options.max_steps,
             trials=options.trials,
             on_result=progress,
+            variant_packs=variant_packs,
+            share=share,
         )
     finally:
         client.close()

@@ -20,6 +20,14 @@ from evaluator.registry import get_app
 from evaluator.report import FORMAT_VERSION, summarize
 from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import JSON, EpisodeResult, Query
+from evaluator.variants import (
+    VariantPack,
+    generate_batch,
+    held_out_packs,
+    held_out_share,
+    packs_commitment,
+    public_pack,
+)
 
 
 def evaluate_agent(
@@ -34,6 +42,8 @@ def evaluate_agent(
     max_steps: int | None = None,
     trials: int = 1,
     on_result: Callable[[EpisodeResult], None] | None = None,
+    variant_packs: Sequence[VariantPack] | None = None,
+    share: float | None = None,
 ) -> JSON:
     """Generate ``queries_per_app`` queries per app and run each ``trials`` times with
     ``client`` (``EpisodeResult.trial`` numbers the repetitions; the summary then carries
@@ -41,6 +51,12 @@ def evaluate_agent(
 
     With ``vault``, each episode's query is deposited in it for the episode's duration (for a
     locally served oracle reference agent).
+
+    Queries are drawn by :func:`evaluator.variants.generate_batch`: ``variant_packs`` (default:
+    the packs of ``NETARENA_VARIANT_DIRS``) with ``share`` of the batch held out (default
+    ``NETARENA_HELD_OUT_SHARE``); ``variant_packs=[pack], share=1.0`` draws every query from
+    one pack (``evaluate --variant-pack DIR``). The result's ``run.packs`` names every pack the
+    batch could draw from, with its content hash.
 
     Returns the result document (see :mod:`evaluator.report`); infrastructure failures are
     listed among the episodes (``infrastructure`` set, ``failure == "infrastructure"``) and
@@ -54,12 +70,32 @@ def evaluate_agent(
         raise ValueError(f"trials must be at least 1, got {trials}")
     started_at = datetime.now(UTC).isoformat()
     apps = [get_app(app_id) for app_id in app_ids]
+    chosen_share = held_out_share() if share is None else share
+    packs_of: dict[str, list[VariantPack]] = {
+        app.app_id: (
+            held_out_packs(app.app_id)
+            if variant_packs is None
+            else [p for p in variant_packs if p.app_id == app.app_id]
+        )
+        for app in apps
+    }
     jobs = [
         (app, query, trial)
         for app in apps
-        for query in app.generate(queries_per_app, seed, level=level)
+        for query in generate_batch(
+            app,
+            queries_per_app,
+            seed,
+            level,
+            packs=packs_of[app.app_id],
+            share=chosen_share,
+        )
         for trial in range(trials)
     ]
+    drawn_from = [
+        public_pack(app) for app in apps if chosen_share < 1.0 or not packs_of[app.app_id]
+    ]
+    drawn_from += [p for app in apps for p in packs_of[app.app_id] if chosen_share > 0.0]
     results: list[EpisodeResult] = []
     t0 = time.perf_counter()
 
@@ -94,6 +130,8 @@ def evaluate_agent(
             "finished_at": datetime.now(UTC).isoformat(),
             "wall_s": time.perf_counter() - t0,
             "infrastructure_failures": len(results) - len(scored),
+            "held_out_share": chosen_share,
+            "packs": packs_commitment(drawn_from),
         },
         "episodes": [r.to_dict() for r in results],
         "summary": summarize(scored),

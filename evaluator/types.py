@@ -82,6 +82,9 @@ class Query:
         ground_truth: hidden JSON-serialisable data the scorer (and only the oracle) uses.
         query_id: public id, see :func:`stable_query_id`; computed when not given, carried
             through :meth:`to_dict`/:meth:`from_dict` so that it survives process boundaries.
+        pack: the variant pack the query was drawn from (``"public"``: the app's own
+            generator; any other name: a held-out pack, see :mod:`evaluator.variants`). Never
+            shown to the agent; published with the round's seed.
     """
 
     app_id: str
@@ -93,6 +96,7 @@ class Query:
     prompt: str
     ground_truth: JSON = field(default_factory=dict, compare=False, repr=False)
     query_id: str = field(default="", compare=False)
+    pack: str = "public"
 
     def __post_init__(self) -> None:
         if not self.query_id:
@@ -123,6 +127,7 @@ class Query:
             prompt=data["prompt"],
             ground_truth=data.get("ground_truth", {}),
             query_id=str(data.get("query_id") or ""),
+            pack=str(data.get("pack") or "public"),
         )
 
     def fingerprint(self) -> str:
@@ -249,6 +254,8 @@ class EpisodeResult:
             were too long to keep (``evaluator.runner.REPLAY_MAX_CHARS``) or the episode
             never ran (infrastructure failure).
         trial: which repetition of the query this episode is (0-based; ``evaluate --trials``).
+        pack: :attr:`Query.pack`, the variant pack the query came from (``"public"`` or a
+            held-out pack's name; the public/held-out gap is computed from it).
     """
 
     app_id: str
@@ -275,6 +282,7 @@ class EpisodeResult:
     served_model: str | None = None
     trial: int = 0
     blast_radius: int | None = None
+    pack: str = "public"
 
     @property
     def label(self) -> str:
@@ -301,6 +309,7 @@ class EpisodeResult:
             index=query.index,
             level=query.level,
             labels=list(query.labels),
+            pack=query.pack,
             **outcome,
         )
 
