@@ -154,6 +154,24 @@ class App(ABC):
         """True when the app overrides :meth:`heuristic_reply` (it has a floor agent)."""
         return type(self).heuristic_reply is not App.heuristic_reply
 
+    def scripted_reply(self, history: list[JSON]) -> str | None:
+        """Reply of the app's *scripted* agent, or ``None`` when the app has none.
+
+        The scripted agent is the strongest program without a language model and without
+        the ground truth that its authors could write with full knowledge of the public
+        generator (its phrasings, query families, topologies and fault catalogue). It is the
+        honesty check of the benchmark: it should score high on public queries and low on
+        held-out variant packs (``benchmarks/bench_difficulty.py``), and it is updated
+        whenever the public generator changes. ``history`` is the chat so far, as for
+        :meth:`oracle_reply`.
+        """
+        return None
+
+    @property
+    def has_scripted(self) -> bool:
+        """True when the app overrides :meth:`scripted_reply`."""
+        return type(self).scripted_reply is not App.scripted_reply
+
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """Solved (question, answer) pairs for the few-shot prompting strategy; ``[]`` if none."""
         return []

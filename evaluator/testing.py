@@ -86,7 +86,8 @@ def play_reference(app: App, query: Query, agent: str) -> Verdict:
     episode API (no agent transport, no runner) and return the episode's verdict.
 
     ``agent`` is ``"oracle"`` (``app.oracle_reply`` with the query's ground truth),
-    ``"heuristic"`` (``app.heuristic_reply``) or anything else for ``app.null_reply``. The
+    ``"heuristic"`` (``app.heuristic_reply``), ``"scripted"`` (``app.scripted_reply``) or
+    anything else for ``app.null_reply``. The
     history the agent sees is the chat list the runner builds: the reset observation as the
     first user message, then each reply and the observation that followed it; the episode
     ends when a step terminates or truncates it, or after ``app.max_steps`` replies.
@@ -101,6 +102,8 @@ def play_reference(app: App, query: Query, agent: str) -> Verdict:
                 reply = app.oracle_reply(query.ground_truth, history)
             elif agent == "heuristic":
                 reply = app.heuristic_reply(history) or ""  # as the served heuristic agent
+            elif agent == "scripted":
+                reply = app.scripted_reply(history) or ""  # as the served scripted agent
             else:
                 reply = app.null_reply(history)
             history.append({"role": "assistant", "content": reply})

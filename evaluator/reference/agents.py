@@ -22,7 +22,7 @@ from evaluator.types import JSON
 logger = logging.getLogger(__name__)
 
 #: Reference agent names accepted by :func:`make_agent` and the ``serve_agent`` command.
-AGENT_NAMES: tuple[str, ...] = ("oracle", "null", "heuristic", "llm")
+AGENT_NAMES: tuple[str, ...] = ("oracle", "null", "heuristic", "scripted", "llm")
 
 
 def load_app(spec: str) -> App:
@@ -116,6 +116,29 @@ class HeuristicAgent(ReferenceAgent):
         return self.app.heuristic_reply(messages) or ""
 
 
+class ScriptedAgent(ReferenceAgent):
+    """The app's determined overfit agent: ``app.scripted_reply(history)`` (no model, no
+    ground truth, written against the public generator; see :meth:`App.scripted_reply`).
+
+    Raises:
+        AgentConfigError: the app has no scripted agent (:attr:`App.has_scripted` is false).
+    """
+
+    name = "scripted"
+
+    def __init__(self, app: App) -> None:
+        super().__init__(app)
+        if not app.has_scripted:
+            raise AgentConfigError(
+                f"app {app.app_id!r} has no scripted agent (no scripted_reply); "
+                "serve the oracle, null or llm agent for it instead"
+            )
+
+    def reply(self, messages: list[JSON], episode_id: str | None) -> str:
+        """Return ``app.scripted_reply(messages)`` (``""`` if it declines to answer)."""
+        return self.app.scripted_reply(messages) or ""
+
+
 def make_agent(
     name: str,
     app: App,
@@ -146,6 +169,8 @@ def make_agent(
         return NullAgent(app)
     if name == "heuristic":
         return HeuristicAgent(app)
+    if name == "scripted":
+        return ScriptedAgent(app)
     if name == "llm":
         return make_llm_agent(app, **(llm_options or {}))
     raise AgentConfigError(f"unknown reference agent {name!r}; known: {', '.join(AGENT_NAMES)}")
