@@ -9,6 +9,7 @@ APT_PACKAGES=(
   mininet iproute2 iptables ipset    # the route app's emulator
   bubblewrap libseccomp2             # sandbox for agent code and commands
   chromium                           # page tests (headless)
+  docker-compose                     # renders docker-compose.yml in the deploy tests (no engine needed)
   socat conntrack ethtool procps psmisc util-linux net-tools curl ca-certificates
 )
 

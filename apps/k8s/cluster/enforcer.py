@@ -8,7 +8,8 @@ LISTs, compiles :class:`apps.k8s.cluster.policy_model.PolicyModel` and installs 
 Layout of the filter table (chain names fixed; everything lives in the cluster namespace)::
 
     FORWARD      -> NETARENA-FWD
-    NETARENA-FWD  ESTABLISHED,RELATED -> ACCEPT          (policies govern new connections)
+    NETARENA-FWD  ESTABLISHED,RELATED -> ACCEPT          (policies govern new connections;
+                                                          UDP flows are forgotten on each change)
                   clear marks 0x30000
                   -s <pod> -> NAE-<n>; unless mark 0x10000: REJECT   (egress-isolated pods)
                   -d <pod> -> NAI-<n>; unless mark 0x20000: REJECT   (ingress-isolated pods)
@@ -32,6 +33,7 @@ import argparse
 import hashlib
 import json
 import logging
+import re
 import subprocess
 import sys
 import threading
@@ -280,6 +282,25 @@ def install(ruleset: Ruleset, existing: set[str] | None = None) -> set[str]:
     return set(ruleset.ipsets)
 
 
+def forget_udp_flows() -> int:
+    """Delete every UDP conntrack entry of the current network namespace; returns how many.
+
+    UDP has no connection to keep: without this, a datagram whose 5-tuple had an answered
+    exchange under the previous table (conntrack keeps it ESTABLISHED for 30 s,
+    ``nf_conntrack_udp_timeout``) would pass the ESTABLISHED rule although the new policies deny
+    it. TCP flows stay (policies govern new connections, as in Kubernetes CNIs).
+
+    Raises:
+        RuntimeError: ``conntrack`` failed for another reason than finding nothing to delete.
+    """
+    proc = subprocess.run(["conntrack", "-D", "-p", "udp"], capture_output=True, text=True,
+                          check=False, timeout=60)
+    found = re.search(r"(\d+) flow entries have been deleted", proc.stderr + proc.stdout)
+    if found is None:
+        raise RuntimeError(f"conntrack exited {proc.returncode}: {proc.stderr.strip()[:2000]}")
+    return int(found.group(1))
+
+
 class Enforcer:
     """Watch the API and keep the dataplane equal to the compiled model."""
 
@@ -316,6 +337,7 @@ class Enforcer:
             known, self.sets = self.sets, None  # unknown unless the install below succeeds
             self.sets = install(ruleset, known)
             self.last_text = ruleset.iptables
+            forget_udp_flows()
         t3 = time.monotonic()
         return {"read_s": t1 - t0, "compile_s": t2 - t1, "install_s": t3 - t2,
                 "pods": len(model.pods), "policies": len(model.policies)}
