@@ -105,14 +105,32 @@ def start_worker(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    from config.celery import app
-
+    destination = f"{name}@{os.uname().nodename}"
     deadline = time.monotonic() + start_timeout_s
-    while not app.control.ping(timeout=1.0, destination=[f"{name}@{os.uname().nodename}"]):
+    while not _answers_ping(destination, full_env):
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             pytest.fail(f"celery worker {name} did not start:\n" + log_path.read_text()[-3000:])
     return process
+
+
+def _answers_ping(destination: str, env: dict[str, str]) -> bool:
+    """True if worker ``destination`` answers a ping on the broker ``env`` names.
+
+    In this process when that is the site's broker; otherwise through ``celery inspect ping``
+    in a child with ``env`` (Celery's CELERY_BROKER_URL variable wins over any broker given to
+    an app or a connection here, so another broker cannot be reached from this process).
+    """
+    if env["CELERY_BROKER_URL"] == broker_url():
+        from config.celery import app
+
+        return bool(app.control.ping(timeout=1.0, destination=[destination]))
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "celery"), "-A", "config", "inspect", "ping",
+         "-d", destination, "--timeout", "1"],
+        cwd=ROOT, env=env, capture_output=True, timeout=60, check=False,
+    )
+    return result.returncode == 0
 
 
 def stop_worker(process: subprocess.Popen[bytes], *, timeout_s: float = 20.0) -> None:

@@ -1,0 +1,1 @@
+"""Operations endpoints of the site: liveness, readiness and Prometheus metrics (docs/deploy.md)."""
