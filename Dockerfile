@@ -1,29 +1,28 @@
-# One image for every role (web, Celery workers, beat), built with the same set-up script that
-# CI and `make setup` run: scripts/setup.sh installs the Debian packages (Redis and PostgreSQL
-# clients/servers, Mininet, bubblewrap, Chromium) and the pinned Python requirements into .venv.
-#   docker build -t netarena .
-#   docker build --build-arg WITH_K8S=1 -t netarena .   # plus the Kubernetes binaries (k8s app)
-FROM debian:12
-# The k8s app's binaries are built from source by scripts/build_k8s.sh, which needs a Go
-# toolchain on PATH (or prebuilt binaries, see docs/k8s-cluster.md); off by default.
-ARG WITH_K8S=0
+# syntax=docker/dockerfile:1
+# Images of every role, from one file (docs/deploy.md):
+#   runtime     web, Celery workers (control, malt, route) and beat: runtime packages and
+#               requirements.txt only (no servers, no browser, no test tooling)
+#   worker-k8s  runtime plus the embedded cluster's binaries (kube-apiserver,
+#               kube-controller-manager, etcd, kubectl), built from source in the k8s-binaries stage
+#   test        runtime plus requirements-dev.txt and Chromium, to run the test suite in a container
+#   docker build --target runtime -t netarena:latest .
+#   docker build --target worker-k8s -t netarena-k8s:latest .
+# Every stage starts from debian:12; scripts/deploy_check.sh makes that base image from Debian
+# packages on a machine without a registry.
+
+FROM debian:12 AS runtime
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PATH=/app/.venv/bin:$PATH \
     DJANGO_SETTINGS_MODULE=config.settings_production
 WORKDIR /app
-RUN apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends python3 python3-venv python3-pip git \
- && rm -rf /var/lib/apt/lists/*
-
-# Dependencies first, so that code edits reuse this layer.
+# Dependencies first, so that code edits reuse these layers.
 COPY requirements.txt requirements-dev.txt ./
-COPY scripts/ scripts/
-RUN WITH_K8S=0 scripts/setup.sh && rm -rf /var/lib/apt/lists/* /root/.cache
-
+COPY scripts/setup.sh scripts/
+RUN NETARENA_SETUP=runtime scripts/setup.sh \
+ && rm -rf /var/lib/apt/lists/* /root/.cache
 COPY . .
-RUN if [ "$WITH_K8S" = "1" ]; then WITH_K8S=1 scripts/setup.sh; fi
 # Hashed, compressed static files for WhiteNoise. The throwaway keys exist only in this step;
 # the production settings refuse to start without real ones.
 RUN DJANGO_SECRET_KEY=collectstatic-only-build-time-key-never-used-to-sign-anything-at-all \
@@ -32,12 +31,41 @@ RUN DJANGO_SECRET_KEY=collectstatic-only-build-time-key-never-used-to-sign-anyth
     python manage.py collectstatic --noinput \
  && useradd --system --home-dir /app --shell /usr/sbin/nologin netarena \
  && mkdir -p /app/var/vault && chown -R netarena:netarena /app/var
-
 # Web, control, malt and beat run unprivileged; only the route and k8s workers run as root
-# (docker-compose.yml), because their emulators create network namespaces and clusters.
+# (docker-compose.yml), because their emulators create network namespaces and a cluster.
 USER netarena
-
 EXPOSE 8000
 # docker-compose.yml overrides the command per role (workers, beat).
 CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", \
      "--timeout", "60", "--access-logfile", "-"]
+
+# The Kubernetes binaries, built from source through the Go module proxy (scripts/build_k8s.sh).
+# The Go toolchain itself comes from the module proxy too (module golang.org/toolchain), so the
+# build needs no registry. The cache mount keeps modules and build cache between builds.
+FROM debian:12 AS k8s-binaries
+ARG GO_VERSION=1.26.8
+ARG GOPROXY=https://proxy.golang.org
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends curl ca-certificates unzip git \
+ && rm -rf /var/lib/apt/lists/*
+RUN curl -fsSL "${GOPROXY}/golang.org/toolchain/@v/v0.0.1-go${GO_VERSION}.linux-amd64.zip" \
+        -o /tmp/go.zip \
+ && unzip -q /tmp/go.zip -d /tmp/go \
+ && mv "/tmp/go/golang.org/toolchain@v0.0.1-go${GO_VERSION}.linux-amd64" /usr/local/go \
+ && chmod +x /usr/local/go/bin/* /usr/local/go/pkg/tool/*/* \
+ && rm -rf /tmp/go /tmp/go.zip
+COPY scripts/build_k8s.sh /src/scripts/
+RUN --mount=type=cache,target=/var/cache/netarena/go \
+    GOPROXY="${GOPROXY}" GO=/usr/local/go/bin/go NETARENA_K8S_BIN=/opt/k8s/bin \
+    NETARENA_K8S_KUBECTL=1 /src/scripts/build_k8s.sh
+
+FROM runtime AS worker-k8s
+USER root
+COPY --from=k8s-binaries /opt/k8s/bin/ /opt/k8s/bin/
+ENV NETARENA_K8S_BIN=/opt/k8s/bin \
+    NETARENA_KUBECTL=/opt/k8s/bin/kubectl
+
+FROM runtime AS test
+USER root
+RUN NETARENA_SETUP=dev scripts/setup.sh && rm -rf /var/lib/apt/lists/* /root/.cache

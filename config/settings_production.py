@@ -31,6 +31,8 @@ if SECRET_KEY == _DEVELOPMENT_KEY or len(SECRET_KEY) < 50:
 # HTTPS everywhere. The proxy in front (load balancer, nginx, Caddy) terminates TLS.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+# Probes and scrapers inside the deployment speak plain HTTP to the web container.
+SECURE_REDIRECT_EXEMPT = [r"^readyz$", r"^metrics$"]
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=31_536_000)  # one year

@@ -19,6 +19,8 @@
 #        NETARENA_K8S_DOWNLOAD=1  download official release binaries instead of building
 #        GO                 go command (default: go on PATH, else /usr/local/go/bin/go)
 #        GO_BUILD_P         parallelism of go build (default 2)
+#        NETARENA_K8S_KUBECTL=1  build kubectl too (the k8s worker image has no other kubectl;
+#                           a development machine uses the kubectl on its PATH)
 #
 # Version choice: the module proxy reachable from our machines does not serve every v1.32.x
 # staging module (k8s.io/kube-controller-manager, kube-scheduler, csi-translation-lib, cri-client
@@ -96,13 +98,19 @@ download() {  # download URL DEST
 build_kubernetes() {
     local minor_full="${K8S_VERSION#v1.}" stage="v0.${K8S_VERSION#v1.}"
     local minor="${minor_full%%.*}"
-    if have_binary kube-apiserver "$K8S_VERSION" --version \
-        && have_binary kube-controller-manager "$K8S_VERSION" --version; then
-        return 0
-    fi
+    local targets=(kube-apiserver kube-controller-manager) t have=1
+    if [[ "${NETARENA_K8S_KUBECTL:-0}" == 1 ]]; then targets+=(kubectl); fi
+    for t in "${targets[@]}"; do
+        if [[ "$t" == kubectl ]]; then
+            have_binary kubectl "$K8S_VERSION" version --client || have=0
+        else
+            have_binary "$t" "$K8S_VERSION" --version || have=0
+        fi
+    done
+    if [[ "$have" == 1 ]]; then return 0; fi
     if [[ "${NETARENA_K8S_DOWNLOAD:-0}" == 1 ]]; then
         local b base="https://dl.k8s.io/release/${K8S_VERSION}/bin/linux/amd64"
-        for b in kube-apiserver kube-controller-manager; do
+        for b in "${targets[@]}"; do
             log "downloading $base/$b"
             download "$base/$b" "$BIN_DIR/$b"
             download "$base/$b.sha256" "$BIN_DIR/$b.sha256"
@@ -150,9 +158,9 @@ build_kubernetes() {
         ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
         ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
     done
-    log "building kube-apiserver kube-controller-manager $K8S_VERSION (go build -p $GO_BUILD_P)"
+    log "building ${targets[*]} $K8S_VERSION (go build -p $GO_BUILD_P)"
     (cd "$dir" && "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "-s -w$ldflags" -o "$BIN_DIR/" \
-        k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager)
+        "${targets[@]/#/k8s.io/kubernetes/cmd/}")
     cp "$dir/go.mod" "$BIN_DIR/kubernetes.go.mod"
     cp "$dir/go.sum" "$BIN_DIR/kubernetes.go.sum"
 }

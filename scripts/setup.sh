@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a fresh Debian 12 machine (run as root): system packages, the Python
 # venv with pinned requirements, and — with WITH_K8S=1 — the Kubernetes binaries.
+#   NETARENA_SETUP=dev      (default) everything to develop and test: servers, Chromium, dev tools
+#   NETARENA_SETUP=runtime  what a deployed web or worker process needs (the images use it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(
-  redis-server postgresql            # Celery broker; production database (CI runs both)
+PROFILE=${NETARENA_SETUP:-dev}
+RUNTIME_PACKAGES=(
+  python3 python3-venv
   mininet iproute2 iptables ipset    # the route app's emulator
   bubblewrap libseccomp2             # sandbox for agent code and commands
-  chromium                           # page tests (headless)
-  docker-compose                     # renders docker-compose.yml in the deploy tests (no engine needed)
   socat conntrack ethtool procps psmisc util-linux net-tools curl ca-certificates
 )
+DEV_PACKAGES=(
+  redis-server postgresql            # Celery broker; production database (CI runs both)
+  chromium                           # page tests (headless)
+  docker-compose                     # renders docker-compose.yml in the deploy tests (no engine needed)
+)
+case "$PROFILE" in
+  runtime) APT_PACKAGES=("${RUNTIME_PACKAGES[@]}"); REQUIREMENTS=requirements.txt ;;
+  dev) APT_PACKAGES=("${RUNTIME_PACKAGES[@]}" "${DEV_PACKAGES[@]}"); REQUIREMENTS=requirements-dev.txt ;;
+  *) echo "setup: NETARENA_SETUP must be dev or runtime, not '$PROFILE'" >&2; exit 2 ;;
+esac
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -31,10 +42,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.requirements.sha256
-want=$(cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
+want=$( (echo "$PROFILE"; cat requirements.txt requirements-dev.txt) | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -r requirements-dev.txt
+  .venv/bin/pip install -q --no-cache-dir -r "$REQUIREMENTS"
   echo "$want" > "$stamp"
 fi
 

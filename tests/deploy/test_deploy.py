@@ -8,6 +8,7 @@ under ``CI=true`` it fails them.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -184,6 +186,10 @@ def test_gunicorn_serves_pages_and_hashed_static_files_in_production(tmp_path: P
                 pytest.fail("gunicorn did not answer within 20 s")
             assert plain.status_code == 301
             assert plain.headers["location"].startswith("https://127.0.0.1")
+            # the container health probe: plain HTTP, any Host header
+            alive = client.get("/healthz", headers={"Host": "web:8000"})
+            assert (alive.status_code, alive.text) == (200, "ok\n")
+            assert client.get("/readyz?format=json").status_code in (200, 503)  # no redirect
             https = {"X-Forwarded-Proto": "https"}
             page = client.get("/accounts/login/", headers=https)
             assert page.status_code == 200
@@ -196,3 +202,53 @@ def test_gunicorn_serves_pages_and_hashed_static_files_in_production(tmp_path: P
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+def test_env_example_names_every_setting_the_compose_file_reads() -> None:
+    example = (ROOT / ".env.example").read_text()
+    names = set(re.findall(r"^([A-Z][A-Z0-9_]*)=", example, flags=re.MULTILINE))
+    used = set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", (ROOT / "docker-compose.yml").read_text()))
+    assert used <= names, f"missing from .env.example: {sorted(used - names)}"
+    assert set(REQUIRED) <= names
+    # the required secrets are left blank: a copied example must not start with a known key
+    for name in ("DJANGO_SECRET_KEY", "NETARENA_SECRET_ENCRYPTION_KEY", "NETARENA_QUERY_ID_KEY",
+                 "POSTGRES_PASSWORD"):
+        assert re.search(rf"^{name}=$", example, flags=re.MULTILINE), name
+
+
+def test_dockerfile_builds_every_target_the_compose_file_names() -> None:
+    """Static check of the Dockerfile: stages, COPY sources, the runtime image's contents."""
+    from dockerfile_parse import DockerfileParser
+
+    parser = DockerfileParser(str(ROOT / "Dockerfile"))
+    stages: dict[str, list[dict[str, Any]]] = {}
+    current = ""
+    for item in parser.structure:
+        if item["instruction"] == "FROM":
+            base, _, name = item["value"].partition(" AS ")
+            assert base.split()[0] in ("debian:12", *stages), f"unknown base {base}"
+            current = name.strip()
+            stages[current] = []
+        elif current:
+            stages[current].append(item)
+    assert {"runtime", "k8s-binaries", "worker-k8s", "test"} <= set(stages)
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    targets = {s["build"]["target"] for s in compose["services"].values() if "build" in s}
+    assert targets == {"runtime", "worker-k8s"}
+    for stage, items in stages.items():
+        for item in items:
+            if item["instruction"] != "COPY" or "--from=" in item["value"]:
+                continue
+            *sources, _dest = item["value"].split()
+            for source in sources:
+                assert source == "." or (ROOT / source).exists(), f"{stage}: COPY {source}"
+    runs = " ".join(i["value"] for i in stages["runtime"] if i["instruction"] == "RUN")
+    assert "NETARENA_SETUP=runtime" in runs and "requirements-dev" not in runs
+    assert {"instruction": "USER", "value": "netarena"}.items() <= next(
+        i for i in stages["runtime"] if i["instruction"] == "USER"
+    ).items()
+    worker_k8s = " ".join(i["value"] for i in stages["worker-k8s"])
+    assert "/opt/k8s/bin" in worker_k8s and "NETARENA_KUBECTL" in worker_k8s
+    # only the emulator workers run privileged
+    privileged = {n for n, s in compose["services"].items() if s.get("privileged")}
+    assert privileged == {"worker-route", "worker-k8s"}

@@ -66,6 +66,23 @@ def test_agent_secret_is_encrypted_at_rest(team):
     assert decrypt_secret(stored) == "sk-very-secret"
 
 
+def test_rotate_agent_secrets_moves_every_secret_to_the_new_key(team, monkeypatch):
+    from cryptography.fernet import Fernet
+    from django.core.management import call_command
+
+    old_key, new_key = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    monkeypatch.setenv("NETARENA_SECRET_ENCRYPTION_KEY", old_key)
+    agent = services.agent_create(team=team, name="a", endpoint_url="https://93.184.215.14/v1",
+                                  protocol="openai-chat", api_key="sk-rotate-me")
+    monkeypatch.setenv("NETARENA_SECRET_ENCRYPTION_KEY", new_key)
+    assert decrypt_secret(Agent.objects.get(pk=agent.pk).secret_encrypted) is None
+    monkeypatch.setenv("NETARENA_SECRET_ENCRYPTION_OLD_KEYS", old_key)
+    call_command("rotate_agent_secrets")
+    monkeypatch.delenv("NETARENA_SECRET_ENCRYPTION_OLD_KEYS")
+    stored = bytes(Agent.objects.get(pk=agent.pk).secret_encrypted)
+    assert decrypt_secret(stored) == "sk-rotate-me"  # under the new key alone
+
+
 def test_submission_lifecycle_and_standings(
     team, toy_app, monkeypatch, django_capture_on_commit_callbacks
 ):
