@@ -52,6 +52,7 @@ def start_worker(
     pool: str | None = None,
     boot: str | None = None,
     start_timeout_s: float = 60.0,
+    netns: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``celery worker`` named ``name@host`` in its own process group and wait until it
     answers a ping (at most ``start_timeout_s`` seconds; fails the test with the worker's log
@@ -64,7 +65,8 @@ def start_worker(
     the worker program (``python -c boot <celery arguments>``) instead of the ``celery``
     command: it must end by calling Celery's command line with ``sys.argv[1:]``, and lets a
     test patch the worker process (e.g. through ``celery.signals.worker_init``) before it runs
-    a task.
+    a task. ``netns``, when given, names the network namespace (``ip netns``) the worker runs
+    in, i.e. another "host" that reaches the broker and database through the URLs in ``env``.
     """
     full_env = dict(os.environ)
     broker = broker_url()
@@ -76,6 +78,9 @@ def start_worker(
         program = [str(Path(sys.executable).parent / "celery")]  # the running interpreter's venv
     else:
         program = [sys.executable, "-c", boot]
+    if netns is not None:
+        # nsenter, not `ip netns exec`: that one remounts /sys and loses the cgroup mount
+        program = ["nsenter", f"--net=/run/netns/{netns}", *program]
     pool_args = [] if pool is None else ["-P", pool]
     with log_path.open("ab") as log:  # the worker keeps its own copy of the descriptor
         process = subprocess.Popen(
