@@ -10,13 +10,24 @@
 # Every stage starts from debian:12; scripts/deploy_check.sh makes that base image from Debian
 # packages on a machine without a registry.
 
+# Extra CA certificates (*.crt) for networks whose HTTPS egress passes an intercepting proxy:
+#   docker build --build-context extra-ca=/usr/local/share/ca-certificates ...
+# Empty by default.
+FROM scratch AS extra-ca
+
 FROM debian:12 AS runtime
 ENV DEBIAN_FRONTEND=noninteractive \
+    PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PATH=/app/.venv/bin:$PATH \
     DJANGO_SETTINGS_MODULE=config.settings_production
 WORKDIR /app
+RUN --mount=type=bind,from=extra-ca,target=/tmp/extra-ca \
+    apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends ca-certificates \
+ && find /tmp/extra-ca -maxdepth 1 -name '*.crt' -exec cp {} /usr/local/share/ca-certificates/ \; \
+ && update-ca-certificates >/dev/null
 # Dependencies first, so that code edits reuse these layers.
 COPY requirements.txt requirements-dev.txt ./
 COPY scripts/setup.sh scripts/
@@ -46,8 +57,11 @@ FROM debian:12 AS k8s-binaries
 ARG GO_VERSION=1.26.8
 ARG GOPROXY=https://proxy.golang.org
 ENV DEBIAN_FRONTEND=noninteractive
-RUN apt-get update -qq \
+RUN --mount=type=bind,from=extra-ca,target=/tmp/extra-ca \
+    apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends curl ca-certificates unzip git \
+ && find /tmp/extra-ca -maxdepth 1 -name '*.crt' -exec cp {} /usr/local/share/ca-certificates/ \; \
+ && update-ca-certificates >/dev/null \
  && rm -rf /var/lib/apt/lists/*
 RUN curl -fsSL "${GOPROXY}/golang.org/toolchain/@v/v0.0.1-go${GO_VERSION}.linux-amd64.zip" \
         -o /tmp/go.zip \
