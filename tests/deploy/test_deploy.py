@@ -226,12 +226,12 @@ def test_dockerfile_builds_every_target_the_compose_file_names() -> None:
     for item in parser.structure:
         if item["instruction"] == "FROM":
             base, _, name = item["value"].partition(" AS ")
-            assert base.split()[0] in ("debian:12", *stages), f"unknown base {base}"
+            assert base.split()[0] in ("debian:12", "scratch", *stages), f"unknown base {base}"
             current = name.strip()
             stages[current] = []
         elif current:
             stages[current].append(item)
-    assert {"runtime", "k8s-binaries", "worker-k8s", "test"} <= set(stages)
+    assert {"extra-ca", "runtime", "k8s-binaries", "worker-k8s", "test"} <= set(stages)
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     targets = {s["build"]["target"] for s in compose["services"].values() if "build" in s}
     assert targets == {"runtime", "worker-k8s"}
