@@ -32,7 +32,7 @@ RUN --mount=type=bind,from=extra-ca,target=/tmp/extra-ca \
 COPY requirements.txt requirements-dev.txt ./
 COPY scripts/setup.sh scripts/
 RUN NETARENA_SETUP=runtime scripts/setup.sh \
- && rm -rf /var/lib/apt/lists/* /root/.cache
+ && apt-get clean && rm -rf /var/lib/apt/lists/* /root/.cache
 COPY . .
 # Hashed, compressed static files for WhiteNoise. The throwaway keys exist only in this step;
 # the production settings refuse to start without real ones.

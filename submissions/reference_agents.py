@@ -73,8 +73,13 @@ def serve_reference_agent(
     vault_dir: str | Path,
     log_dir: Path,
     startup_timeout_s: float = 30.0,
+    bind_host: str = "127.0.0.1",
+    advertise_host: str = "127.0.0.1",
 ) -> ServedAgent:
     """Start one reference agent server and wait until it accepts connections.
+
+    ``bind_host`` is the address it listens on; ``advertise_host`` the host name its URL
+    carries (what workers elsewhere call, e.g. a compose service name).
 
     Raises:
         RuntimeError: the server exited or did not listen within ``startup_timeout_s``.
@@ -93,7 +98,7 @@ def serve_reference_agent(
         "--protocol",
         protocol,
         "--host",
-        "127.0.0.1",
+        bind_host,
         "--port",
         str(port),
         "--vault",
@@ -103,14 +108,16 @@ def serve_reference_agent(
         command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
     deadline = time.monotonic() + startup_timeout_s
-    url = f"http://127.0.0.1:{port}"
+    probe_host = "127.0.0.1" if bind_host == "0.0.0.0" else bind_host  # noqa: S104
+    probe_url = f"http://{probe_host}:{port}"
+    url = f"http://{advertise_host}:{port}"
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(
                 f"reference agent {kind} exited with {process.returncode}; see {log.name}"
             )
         try:
-            httpx.get(url + "/healthz", timeout=1.0)
+            httpx.get(probe_url + "/healthz", timeout=1.0)
             return ServedAgent(kind, protocol, tuple(apps), url, process)
         except httpx.TransportError:
             time.sleep(0.1)

@@ -42,6 +42,14 @@ class Command(BaseCommand):
             "--serve-agents", action="store_true", help="start the reference agent servers first"
         )
         parser.add_argument("--pidfile", default=None, help="write the agent servers' pids here")
+        parser.add_argument(
+            "--bind", default="127.0.0.1", help="address the agent servers listen on"
+        )
+        parser.add_argument(
+            "--advertise",
+            default="127.0.0.1",
+            help="host name in the registered agent URLs (what the workers call)",
+        )
         parser.add_argument("--timeout-s", type=float, default=1800.0, help="give up after this")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -57,6 +65,8 @@ class Command(BaseCommand):
                     apps=agent_apps,
                     vault_dir=settings.NETARENA["ORACLE_VAULT_DIR"],
                     log_dir=log_dir,
+                    bind_host=options["bind"],
+                    advertise_host=options["advertise"],
                 )
                 pids.append(str(served.process.pid))
                 agent = register_reference_agent(served)
