@@ -141,11 +141,12 @@ for app in sys.argv[2].split(","):
     rows = board.get(app) or []
     if not rows:
         sys.exit(f"deploy_check: no standings for {app}")
-    oracle = [r for r in rows if "oracle" in json.dumps(r.get("agent", ""))]
-    if not oracle or oracle[0].get("rank") != 1:
-        sys.exit(f"deploy_check: the oracle is not ranked first on {app}: {rows}")
     print(f"deploy_check: board {app}: " + ", ".join(
-        f"#{r.get('rank')} {r.get('agent', {}).get('name', r.get('agent'))}" for r in rows))
+        f"#{r['rank']} {r['agent']} correct and safe {r['correct_and_safe']['value']:.0%}"
+        for r in rows))
+    oracle = [r for r in rows if r["agent"] == "reference-oracle"]
+    if not oracle or oracle[0]["rank"] != 1 or oracle[0]["correct_and_safe"]["value"] != 1.0:
+        sys.exit(f"deploy_check: the oracle is not first with 100% correct and safe on {app}")
 EOF
 }
 
