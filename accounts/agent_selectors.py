@@ -1,5 +1,5 @@
 """Reads for the agent page: an agent's submissions across time, per app, with the models its
-endpoint reported (issue 13 item 2 agent page; issue 14 item 5 model-change flag).
+endpoint reported (a change of model is flagged).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class HistoryRow:
         models: the model names the endpoint reported in this submission's episodes
             (``EpisodeRecord.served_model``), sorted; empty when it reported none.
         model_changed: the reported models differ from those of the closest earlier
-            submission that reported any (issue 14 item 5: the endpoint behind a URL can drift).
+            submission that reported any (the endpoint behind a URL can drift).
         previous_models: those earlier models, when ``model_changed``.
     """
 

@@ -5,7 +5,7 @@ agent, route's scripted ``heuristic``) this runs three reference agents on the s
 seeded queries through the real episode runner and emulator (``evaluator.runner.run_episode``):
 
 * oracle -- ``App.oracle_reply`` from the hidden ground truth (target: 100% correct and safe);
-* floor -- ``App.heuristic_reply``, no model and no ground truth (issue 11 targets: <= 50%
+* floor -- ``App.heuristic_reply``, no model and no ground truth (targets: <= 50%
   correct on level 1, <= 20% on levels 2 and 3);
 * null -- ``App.null_reply`` (target: 0% correct).
 
@@ -128,7 +128,7 @@ def table(app: App, results: dict[str, list[EpisodeResult]]) -> str:
             (f"L{level}", [r for r in rows if r.level == level]) for level in app.levels
         ]
         groups.append(("all", rows))
-        # healthy controls (issue 14 item 2) are also counted in their level's row
+        # healthy controls are also counted in their level's row
         groups.append((HEALTHY_LABEL, [r for r in rows if r.label == HEALTHY_LABEL]))
         failed = [r for r in rows if not r.scored]
         for name, chosen in groups:

@@ -1,4 +1,4 @@
-"""Benchmark: a full evaluation round, measured end to end (issue 15 item 5).
+"""Benchmark: a full evaluation round, measured end to end.
 
 The served ``oracle`` reference agent (``python -m evaluator.reference``, http-json, its own
 process) answers every query of every app; the evaluator plays ``--queries`` seeded queries
@@ -15,7 +15,7 @@ with ``evaluator.evaluation.evaluate_agent``, once per worker count in ``--worke
   ``bench_site.py``);
 * the wall time of the whole round (all apps, one after the other).
 
-Targets on 2 cores (issue 15): MALT >= 300 episodes/min, route and k8s >= 30/min each.
+Targets on 2 cores: MALT >= 300 episodes/min, route and k8s >= 30/min each.
 Needs root, bwrap, Mininet and the k8s binaries, like the apps' episodes.
 
 Usage: .venv/bin/python benchmarks/bench_round.py [--apps malt,route,k8s] [--queries 100]

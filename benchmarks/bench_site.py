@@ -1,4 +1,4 @@
-"""Leaderboard page and standings API at scale (issue 13 item 4; not a test).
+"""Leaderboard page and standings API at scale (not a test).
 
 Builds AGENTS agents with SUBMISSIONS finished submissions each (older ones are replaced on
 the board by the newest) and EPISODES scored episodes in all, spread over the three apps with
@@ -11,7 +11,7 @@ leaderboard page and of the standings API with Django's test client and prints p
         .venv/bin/python benchmarks/bench_site.py [--agents 1000] [--episodes 1000000]
 
 The database must be empty (it is migrated here) unless ``--reuse`` times existing data.
-Target (issue 13): p50 <= 100 ms for both. Figures: docs/site-performance.md.
+Target: p50 <= 100 ms for both. Figures: docs/site-performance.md.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from rest_framework.parsers import JSONParser
 
 
 class BoundedJSONParser(JSONParser):
-    """DRF's JSON parser, but a body nested too deeply is a 400, not a 500 (issue 9 item 8).
+    """DRF's JSON parser, but a body nested too deeply is a 400, not a 500.
 
     Python's ``json`` decoder recurses once per nesting level and raises ``RecursionError``
     at about 1,000 levels, which DRF does not catch.

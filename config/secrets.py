@@ -1,4 +1,4 @@
-"""Start-up check: production never runs on the development keys (issue 9 item 9).
+"""Start-up check: production never runs on the development keys.
 
 Without ``DJANGO_SECRET_KEY`` the settings fall back to :data:`DEVELOPMENT_SECRET_KEY`, and
 without ``NETARENA_SECRET_ENCRYPTION_KEY`` the key that encrypts agents' API keys is derived

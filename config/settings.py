@@ -27,7 +27,7 @@ DEBUG = env("DJANGO_DEBUG")
 # The default key only serves local runs; production must set DJANGO_SECRET_KEY.
 SECRET_KEY = env("DJANGO_SECRET_KEY", default=DEVELOPMENT_SECRET_KEY)
 ALLOWED_HOSTS = env("DJANGO_ALLOWED_HOSTS")
-# Refuse to start in production with the development keys (issue 9 item 9; config/secrets.py).
+# Refuse to start in production with the development keys (config/secrets.py).
 production_secrets_check(debug=DEBUG, allowed_hosts=ALLOWED_HOSTS, environ=os.environ)
 
 INSTALLED_APPS = [
@@ -191,7 +191,7 @@ if NETARENA_CACHE_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
-# Celery: a real Redis broker; each benchmark app has its own queue (DESIGN.md §3).
+# Celery: a real Redis broker; each benchmark app has its own queue (docs/architecture.md §3).
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=CELERY_BROKER_URL)
 CELERY_TASK_SERIALIZER = "json"
@@ -227,8 +227,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 NETARENA = {
     # Outbound agent calls to these networks are allowed (local development, tests, demo).
     "AGENT_ALLOWED_NETWORKS": env.list("NETARENA_AGENT_ALLOWED_NETWORKS", default=[]),
-    # Non-public networks that *team* agents may use too: empty on a public site (issue 9
-    # item 9); a single-machine demo (scripts/demo.sh) or a closed lab sets it.
+    # Non-public networks that *team* agents may use too: empty on a public site; a
+    # single-machine demo (scripts/demo.sh) or a closed lab sets it.
     "TEAM_AGENT_NETWORKS": env.list("NETARENA_TEAM_AGENT_NETWORKS", default=[]),
     "AGENT_TIMEOUT_S": env.float("NETARENA_AGENT_TIMEOUT_S", default=60.0),
     "ORACLE_VAULT_DIR": env("NETARENA_ORACLE_VAULT_DIR", default=str(BASE_DIR / "var" / "vault")),
@@ -249,7 +249,7 @@ NETARENA = {
     # First back-off (s) before an infrastructure failure is retried; doubles per attempt.
     "EPISODE_RETRY_BACKOFF_S": env.float("NETARENA_EPISODE_RETRY_BACKOFF_S", default=10.0),
     # A submission with more than this share of infrastructure failures among its run episodes
-    # is marked incomplete: not ranked, no quota (issue 14 item 7).
+    # is marked incomplete: not ranked, no quota.
     "INFRA_FAILURE_MAX_SHARE": env.float("NETARENA_INFRA_FAILURE_MAX_SHARE", default=0.1),
 }
 

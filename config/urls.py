@@ -13,7 +13,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("accounts/", include("accounts.urls")),
     *auth_urlpatterns,
-    path("", include("accounts.agent_urls")),  # A10: /agents/<id>/
+    path("", include("accounts.agent_urls")),  # /agents/<id>/
     path("", include("leaderboard.urls")),
     path("", include("submissions.urls")),
 ]

@@ -3,7 +3,7 @@
 Connected to Celery's ``celeryd_after_setup`` signal (the ``-Q`` queues are known by then) in
 ``config/celery.py``. A worker for the ``malt`` queue on a host without a usable sandbox, or
 for ``route`` without Mininet, stops at once with the reason instead of turning every episode
-into an infrastructure failure (issue 9: "fail loudly at start-up").
+into an infrastructure failure ("fail loudly at start-up").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bounded, storable JSON: what the engine keeps of agent-influenced data (issue 9, item 6).
+"""Bounded, storable JSON: what the engine keeps of agent-influenced data.
 
 Verdict details and transcripts carry text and values an agent chose. Before they are stored
 (result files, the site's PostgreSQL ``jsonb`` columns) they pass through :func:`clip_json`

@@ -1,4 +1,4 @@
-"""Commit-reveal for rounds and the public listing of a batch's queries (issue 13 item 1).
+"""Commit-reveal for rounds and the public listing of a batch's queries.
 
 When a round starts, the site publishes :func:`round_commitment` of its seed, the apps'
 generator versions and a random salt; when it closes, it publishes the seed and the salt.
@@ -50,7 +50,7 @@ def commitment_text(seed: int, versions: Mapping[str, int], salt: str) -> str:
 def round_commitment(seed: int, versions: Mapping[str, int], salt: str) -> str:
     """SHA-256 hex digest of :func:`commitment_text` (64 characters).
 
-    A salted hash (issue 9 item 7): with a 128-bit seed (``evaluator.types.new_seed``) and a
+    A salted hash: with a 128-bit seed (``evaluator.types.new_seed``) and a
     128-bit salt, the digest can be neither inverted nor matched against precomputed seeds;
     publishing it before the round fixes the queries without revealing them.
     """

@@ -1,4 +1,4 @@
-"""Time budgets for work the evaluator does on agent output (issue 9, item 4).
+"""Time budgets for work the evaluator does on agent output.
 
 Judging an agent's reply (parsing its text, decoding and checking its result) runs in the
 evaluator's own process, so its cost must be bounded by us, not by the agent. An app starts a

@@ -1,7 +1,7 @@
 """Re-judging: replay an episode's stored replies in a fresh emulator and compare verdicts.
 
 A verdict is reproducible when the same query and the same agent replies give the same verdict
-(issue 14 item 8). The replay client answers with the stored replies in order; when the stored
+. The replay client answers with the stored replies in order; when the stored
 episode ended because the agent failed (timeout, bad response, ...), the replay raises the same
 agent failure after the last stored reply. Names unique to the stored live episode
 (``Episode.instance_names``, such as route's node prefix) are replaced in the replies by the

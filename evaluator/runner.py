@@ -33,7 +33,7 @@ INFRASTRUCTURE_ATTEMPTS = 3
 INFRASTRUCTURE_BACKOFF_S = (0.5, 2.0)
 #: ``failure`` prefix of an episode whose step or verdict raised while handling the agent's
 #: output (``"bad_output:RecursionError"``): the agent's failure, scored incorrect and unsafe
-#: (issue 9 item 3: a reply that crashes the judge must not drop the query from the score).
+#: (a reply that crashes the judge must not drop the query from the score).
 BAD_OUTPUT = "bad_output"
 #: Characters of agent replies kept in full per episode for re-judging
 #: (``EpisodeResult.replay``); an episode whose replies are longer is recorded as not

@@ -30,7 +30,7 @@ def labels_at(
     return order[index % len(order)]
 
 
-#: Share of each batch that is a healthy control (issue 14 item 2; NIKA and ITBench keep such
+#: Share of each batch that is a healthy control (NIKA and ITBench keep such
 #: no-fault cases so that an agent that always "fixes" something is not rewarded).
 HEALTHY_SHARE = 0.1
 
@@ -85,7 +85,7 @@ def draw_labels(
     healthy_share: float,
 ) -> list[LabelDraw]:
     """Return the labels and level of queries ``0 .. count-1`` of the batch of ``seed``,
-    healthy controls included (issue 14 item 2); element ``i`` is query ``i``.
+    healthy controls included; element ``i`` is query ``i``.
 
     The fault labels of each index come from :func:`labels_at` and their level from
     ``level_of`` (the app's lookup in ``table``: the paper's Table 5 for route, Table 6 for

@@ -3,7 +3,7 @@
 Rates (correctness, safety) are binomial: we report the Wilson score interval (Wilson 1927;
 Brown, Cai & DasGupta 2001 recommend it over the Wald interval for small n), and the
 paper's normal interval ``mean ± 1.96·SEM`` (NetArena §4; population SD, as its scripts use)
-for comparison. Latency means get a Student-t interval. DESIGN.md §7.
+for comparison. Latency means get a Student-t interval. docs/architecture.md §7.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ JSON = dict[str, Any]
 #: at least :data:`QUERY_ID_KEY_MIN_CHARS` characters; keep it out of the repository).
 QUERY_ID_KEY_ENV = "NETARENA_QUERY_ID_KEY"
 QUERY_ID_KEY_MIN_CHARS = 16
-#: Bits of a generation seed drawn by :func:`new_seed` (issue 9: a 31-bit seed was brute-forced
+#: Bits of a generation seed drawn by :func:`new_seed` (a 31-bit seed was brute-forced
 #: from one public id in minutes; 128 bits put that out of reach even with the id scheme known).
 SEED_BITS = 128
 #: Key used when :data:`QUERY_ID_KEY_ENV` is unset: random per process, so ids still reveal
@@ -58,8 +58,8 @@ def stable_query_id(
 
     The digits are the first 128 bits of HMAC-SHA256 (RFC 2104) keyed with ``key`` (default:
     :func:`query_id_key`) over ``"app/vN/seed/index"``: under one key the same (app, version,
-    seed, index) always names the same query (DESIGN.md §2), and without the key an id reveals
-    nothing about the seed, so the hidden ground truth cannot be regenerated from it (issue 9).
+    seed, index) always names the same query (docs/architecture.md §2), and without the key an id
+    reveals nothing about the seed, so the hidden ground truth cannot be regenerated from it.
     """
     message = f"{app_id}/v{app_version}/{seed}/{index}".encode()
     digest = hmac.new(key if key is not None else query_id_key(), message, hashlib.sha256)
@@ -171,9 +171,9 @@ class Verdict:
         changed_state: whether the agent changed the state it was given (MALT: returned a
             topology that differs from the input; route/k8s: ran a step that changed a node or
             the cluster). ``None`` when the app could not tell (the episode broke off). The
-            share of ``True`` is the *action rate* (issue 14): it separates an agent that was
+            share of ``True`` is the *action rate*: it separates an agent that was
             safe by doing nothing from one that was safe while acting.
-        blast_radius: graded safety (issue 14 item 3): how much the agent broke, in the app's
+        blast_radius: graded safety: how much the agent broke, in the app's
             unit (route: host pairs reachable after fault injection that a step made
             unreachable, at the worst step; k8s: intended connections broken or forbidden
             ones opened, at the worst step; MALT: elements of the topology the query leaves
@@ -247,7 +247,7 @@ class EpisodeResult:
         input_tokens, output_tokens: tokens the endpoint reported over the episode's calls
             (summed over the replies that reported them; ``None`` when none did).
         served_model: the last model name the endpoint reported (``None`` when none did).
-        replay: what re-judging needs besides the query (issue 14 item 8): ``{"replies":
+        replay: what re-judging needs besides the query: ``{"replies":
             [full reply texts in order], "agent_failure": "agent:<category>" or None,
             "agent_error": message or None, "max_steps": int, "instance_names":
             Episode.instance_names()}``; ``None`` when the replies

@@ -6,8 +6,9 @@ served Plotly bundle (the page embeds them with ``json_script``); building dicts
 
 Every figure has **one trace per agent**, whose ``meta`` is the agent id, so that the page's
 agent selection can show or hide an agent's traces in every chart (``static/js/board.js``).
-DESIGN.md §7 and the paper's Figures 3 and 4: a CI-overlap interval chart, a correctness ×
-safety chart with error bars, and spider charts over complexity levels and over labels.
+docs/architecture.md §7 and the paper's Figures 3 and 4: a CI-overlap interval chart, a
+correctness × safety chart with error bars, and spider charts over complexity levels and over
+labels.
 The titles sit on the left and the mode bar is vertical on the right, so that it never
 covers a title.
 """

@@ -66,7 +66,7 @@ class RoundAdmin(admin.ModelAdmin):
 
     @admin.action(description="Start a new round like the selected one (fresh seed)")
     def repeat_round(self, request: HttpRequest, queryset: QuerySet[Round]) -> None:
-        """Admin-only: rounds are never started by teams (DESIGN.md §8)."""
+        """Admin-only: rounds are never started by teams (docs/architecture.md §8)."""
         for template in queryset[:1]:
             try:
                 new = round_create(

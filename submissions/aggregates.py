@@ -1,4 +1,4 @@
-"""Maintained per-group sums of scored episodes (issue 13 item 4).
+"""Maintained per-group sums of scored episodes.
 
 Every scored episode (status ``done``) belongs to one group: (submission, app, level, label).
 :class:`~submissions.models.EpisodeAggregate` keeps one row per group with counts and sums (and

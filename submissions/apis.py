@@ -2,7 +2,8 @@
 
 Authentication: session (with CSRF, DRF's ``SessionAuthentication``) or a per-user token
 (``Authorization: Token <key>``, DRF authtoken; ``manage.py drf_create_token`` or the admin). A
-user acts only for the teams they belong to; rounds are started by admins only (DESIGN.md §8).
+user acts only for the teams they belong to; rounds are started by admins only
+(docs/architecture.md §8).
 Lists are paginated (``?page=N``; ``{"count", "next", "previous", "results"}``) and every
 caller is throttled (settings ``REST_FRAMEWORK``). Errors are ``{"detail": str, "code": str}``
 with status 400/403/404/409/429. Episodes never carry the query or its hidden ground truth.
@@ -155,7 +156,7 @@ class AgentListCreateApi(generics.ListAPIView[Agent]):
                 api_key=data["api_key"],
                 actor=request.user,
             )
-            preflight.preflight_start(agent=agent, actor=request.user)  # A10: runs on commit
+            preflight.preflight_start(agent=agent, actor=request.user)  # runs on commit
         except ServiceError as exc:
             return _service_error(exc)
         return Response({"id": agent.pk, "name": agent.name, "team": team.name}, status=201)

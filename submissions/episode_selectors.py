@@ -6,8 +6,7 @@ verdict only; the owner team's members and staff also see the transcript. The hi
 truth (the query's ``ground_truth``: the injected faults or the intended operation) and the full
 verdict details (which can name expected values) are shown to nobody while open, and once
 closed only to the owner team's members and staff; everyone else sees the numeric part of
-the details (counts, rates, per-step numbers). Issue 13 item 2.
-"""
+the details (counts, rates, per-step numbers). """
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ class SeedField(models.CharField):
     """A generation seed of up to :data:`evaluator.types.SEED_BITS` bits, read back as ``int``.
 
     Stored as its decimal text: ``BigIntegerField`` keeps only 63 bits (a 31-bit seed was
-    brute-forced from one public query id, issue 9 item 7), and SQLite turns integer literals
+    brute-forced from one public query id), and SQLite turns integer literals
     beyond 64 bits into floats, so a numeric column would lose digits there.
     """
 
@@ -68,7 +68,10 @@ class Team(models.Model):
 
 
 class Agent(models.Model):
-    """An agent endpoint (DESIGN.md §6). The API key is stored encrypted (``secret_encrypted``)."""
+    """An agent endpoint (docs/architecture.md §6).
+
+    The API key is stored encrypted (``secret_encrypted``).
+    """
 
     class Protocol(models.TextChoices):
         OPENAI_CHAT = "openai-chat", "OpenAI-compatible chat"
@@ -108,7 +111,7 @@ class Agent(models.Model):
 class Round(models.Model):
     """An evaluation round: every active agent evaluated on the same fresh queries.
 
-    Commit-reveal (issue 13 item 1): ``commitment`` = ``evaluator.commitment.round_commitment(
+    Commit-reveal: ``commitment`` = ``evaluator.commitment.round_commitment(
     seed, versions, salt)`` is public from the start; ``seed`` and ``salt`` are shown only once
     the round is closed (``closed_at`` set), so anyone can then regenerate its queries.
     """
@@ -162,7 +165,7 @@ class Submission(models.Model):
     #: charged to the team's quota and never replaces the agent's last scored submission.
     platform_failed = models.BooleanField(default=False)
     #: True when more than ``INFRA_FAILURE_MAX_SHARE`` of its run episodes ended as
-    #: infrastructure failures (issue 14 item 7): finished but not ranked, and (as
+    #: infrastructure failures: finished but not ranked, and (as
     #: ``platform_failed`` is set with it) free of quota; never published as zeros.
     incomplete = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -250,7 +253,7 @@ class EpisodeRecord(models.Model):
 
 
 class AgentPreflight(models.Model):
-    """One pre-flight check of an agent endpoint (issue 10 item 2; docs/agents.md).
+    """One pre-flight check of an agent endpoint (docs/agents.md).
 
     Started when an agent is registered or edited, or by its team on demand; run by the
     Celery task ``submissions.agent_preflight`` (queue ``control``). ``checks`` is the list of
@@ -297,8 +300,8 @@ class EpisodeAggregate(models.Model):
 
     Kept up to date by :func:`submissions.aggregates.aggregate_refresh` whenever an episode's
     verdict is stored, and rebuilt from the episodes by ``python manage.py
-    rebuild_aggregates``; the standings read these rows instead of scanning episodes (issue 13
-    item 4). Only episodes with status ``done`` count. Sums of squares give the Student-t
+    rebuild_aggregates``; the standings read these rows instead of scanning episodes.
+    Only episodes with status ``done`` count. Sums of squares give the Student-t
     intervals of the means (docs/metrics.md). Units: seconds for ``latency``/``agent``, the
     app's unit for ``blast``, tokens for ``tokens``.
     """

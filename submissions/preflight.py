@@ -1,4 +1,4 @@
-"""Pre-flight check of an agent endpoint (issue 10 item 2; docs/agents.md).
+"""Pre-flight check of an agent endpoint (docs/agents.md).
 
 Saving an agent (the registration page, ``POST /api/v1/agents/``, an edit on the agent page)
 or the team's "Run pre-flight again" button calls :func:`preflight_start`, which stores a

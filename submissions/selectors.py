@@ -34,8 +34,8 @@ from submissions.models import Agent, EpisodeAggregate, EpisodeRecord, Submissio
 class Standing:
     """One leaderboard row: an agent's figures in one app (rates in [0, 1], latency in s).
 
-    ``correct_and_safe`` (episodes both correct and safe) is the headline and rank key (issue 14
-    item 1): an agent that changes nothing is safe but never correct. ``action_rate`` is the
+    ``correct_and_safe`` (episodes both correct and safe) is the headline and rank key:
+    an agent that changes nothing is safe but never correct. ``action_rate`` is the
     share of episodes with a known ``changed_state`` in which the agent changed the state;
     ``agent_s`` the evaluator-measured seconds spent waiting for the agent per episode;
     ``tokens_mean`` the endpoint-reported tokens (in + out) per episode, ``None`` when it

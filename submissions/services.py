@@ -70,7 +70,7 @@ from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
 logger = logging.getLogger(__name__)
 
 EPISODE_MAX_ATTEMPTS = 3
-#: What a refused registration says (the guard's detail is logged, never shown: issue 9 item 9).
+#: What a refused registration says (the guard's detail is logged, never shown).
 ENDPOINT_REFUSED_MESSAGE = (
     "endpoint refused: it must be a public http(s) address on an allowed port "
     "(see the documentation of agent endpoints)"
@@ -120,7 +120,7 @@ def agent_allowed_networks(*, reference: bool) -> list[str]:
     Public addresses are always allowed. Only the project's reference agents (served on
     loopback by the project itself) may use ``LOOPBACK_NETWORKS`` and ``AGENT_ALLOWED_NETWORKS``
     (``NETARENA_AGENT_ALLOWED_NETWORKS``); a team's agent gets no private network at all
-    (issue 9 item 9) unless the operator lists some in ``TEAM_AGENT_NETWORKS``
+    unless the operator lists some in ``TEAM_AGENT_NETWORKS``
     (``NETARENA_TEAM_AGENT_NETWORKS``: the single-machine demo, a closed lab).
     """
     if not reference:
@@ -228,7 +228,7 @@ def _team_submission_rules_check(*, agent: Agent) -> None:
         SubmissionInProgressError: the agent has a queued or running submission.
         QuotaExceededError: the team used ``SUBMISSIONS_PER_TEAM_PER_DAY`` in the last 24 hours.
     """
-    from submissions.preflight import preflight_gate_check  # A10: pre-flight must have passed
+    from submissions.preflight import preflight_gate_check  # pre-flight must have passed
 
     preflight_gate_check(agent=agent)
     open_statuses = [Submission.Status.QUEUED, Submission.Status.RUNNING]
@@ -277,7 +277,7 @@ def submission_create(
         with transaction.atomic():
             if round is None:
                 # Lock the team row: concurrent submissions of one team run these checks one
-                # after another (issue 9 item 8); the partial unique constraint
+                # after another; the partial unique constraint
                 # ``one_open_submission_per_agent`` backs the first rule in the database.
                 Team.objects.select_for_update().filter(pk=agent.team_id).first()
                 submissions_expire(agent=agent)
@@ -424,7 +424,7 @@ def agent_client_build(*, agent: Agent) -> AgentClient:
     return make_client(
         agent.protocol,
         agent.endpoint_url,
-        **auth_options(agent),  # A10: key as Bearer or under the agent's auth header
+        **auth_options(agent),  # key as Bearer or under the agent's auth header
         model=agent.model_name or None,
         timeout_s=settings.NETARENA["AGENT_TIMEOUT_S"],
         allowed_networks=allowed,
@@ -434,7 +434,7 @@ def agent_client_build(*, agent: Agent) -> AgentClient:
 class EpisodeRetry(Exception):  # noqa: N818 - a signal to the task, not a failure
     """Raised by :func:`episode_execute` (with ``retry_infrastructure=True``) when an
     infrastructure failure should be retried later: the episode is pending again and the
-    Celery task re-sends itself after ``countdown_s`` seconds (back-off, issue 14 item 7)."""
+    Celery task re-sends itself after ``countdown_s`` seconds (back-off)."""
 
     def __init__(self, countdown_s: float, reason: str) -> None:
         super().__init__(reason)
@@ -630,7 +630,7 @@ STORED_JSON_MAX_DEPTH = 64
 
 
 def storable(value: Any, *, depth: int = 0) -> Any:
-    """Return ``value`` made storable in every supported database (issue 9 item 8).
+    """Return ``value`` made storable in every supported database.
 
     PostgreSQL refuses NUL in ``text`` and ``\\u0000`` in ``jsonb``, lone UTF-16 surrogates in
     both, and NaN/Infinity in JSON. Strings lose NUL (replaced by U+FFFD) and lone
@@ -725,7 +725,7 @@ def _episode_close_error(
 def submission_close_if_complete(*, submission_id: int) -> bool:
     """Mark the submission finished once no episode is pending or running.
 
-    Infrastructure failures are kept apart from the agent's (issue 14 item 7): when more than
+    Infrastructure failures are kept apart from the agent's: when more than
     ``INFRA_FAILURE_MAX_SHARE`` (``NETARENA_INFRA_FAILURE_MAX_SHARE``, default 0.1) of its
     episodes ended as evaluator errors, the submission is ``incomplete`` (and
     ``platform_failed``): not ranked, not charged to the quota, never shown as zeros. A
@@ -809,7 +809,7 @@ def _revoke(task_ids: list[str]) -> None:
 
 
 def episodes_requeue(*, stale_s: float | None = None) -> int:
-    """Requeue running episodes whose worker died (Celery beat, issue 10 item 3).
+    """Requeue running episodes whose worker died (Celery beat).
 
     An episode ``running`` with a heartbeat (``heartbeat_at``, else ``started_at``) older than
     ``stale_s`` (default ``EPISODE_STALE_S``, ``NETARENA_EPISODE_STALE_S``) has no live task:
@@ -845,7 +845,7 @@ def episodes_requeue(*, stale_s: float | None = None) -> int:
 
 
 def submissions_expire(*, max_wait_s: float | None = None, agent: Agent | None = None) -> int:
-    """Close submissions that no worker took within ``max_wait_s`` (issue 9 item 9).
+    """Close submissions that no worker took within ``max_wait_s``.
 
     A queued submission older than ``max_wait_s`` (the control queue had no worker) fails;
     pending episodes of a running submission that were never started within ``max_wait_s``

@@ -60,4 +60,4 @@ def episodes_requeue() -> int:
     return services.episodes_requeue()
 
 
-from submissions import preflight_tasks  # noqa: E402,F401 - agent pre-flight task (A10)
+from submissions import preflight_tasks  # noqa: E402,F401 - agent pre-flight task

@@ -135,7 +135,7 @@ def test_oracle_correct_and_safe_null_incorrect(app_id: str) -> None:
 
 @pytest.mark.parametrize("app_id", _episode_params())
 def test_stored_episodes_are_rejudged_to_the_same_verdict(app_id: str) -> None:
-    """Issue 14 item 8: replaying stored replies in a fresh emulator reproduces the verdict
+    """Replaying stored replies in a fresh emulator reproduces the verdict
     (oracle, null and, where the app has one, the heuristic: correct, incorrect, unsafe mixes)."""
     app = get_app(app_id)
     if app.needs_root:

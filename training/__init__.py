@@ -1,4 +1,4 @@
-"""The benchmark as a training ground (issue 16): SFT export and Gymnasium environments.
+"""The benchmark as a training ground: SFT export and Gymnasium environments.
 
 Engine side (no Django import): :mod:`training.sft` exports execution-checked chat examples,
 :mod:`training.gym_envs` wraps each app as a Gymnasium environment. Importing this package

@@ -1,4 +1,4 @@
-"""Gymnasium environments over the benchmark apps (issue 16 item 2; paper §5.1).
+"""Gymnasium environments over the benchmark apps (paper §5.1).
 
 ``netarena/malt-v1``, ``netarena/route-v1`` and ``netarena/k8s-v1`` (registered when the
 ``training`` package is imported) wrap one app each. ``reset(seed=...)`` draws a query with

@@ -1,4 +1,4 @@
-"""Inspect AI tasks for the three apps (issue 16 item 4).
+"""Inspect AI tasks for the three apps.
 
 ``inspect eval training/inspect_tasks.py@netarena_malt --model openai/gpt-4o -T count=10 -T seed=1``
 runs a seeded batch of MALT queries through Inspect. Each task's dataset holds one ``Sample``

@@ -1,4 +1,4 @@
-"""Adversarial query search: find the labels and operands where an agent fails (issue 16 item 3).
+"""Adversarial query search: find the labels and operands where an agent fails.
 
 The generator is dynamic (paper §4.3, §5): instead of ranking an agent on a fixed batch, we can
 spend an episode budget where the agent is weakest. This module does that with a bandit.

@@ -1,4 +1,4 @@
-"""Supervised fine-tuning (SFT) export: oracle episodes as chat-format JSONL (issue 16 item 1).
+"""Supervised fine-tuning (SFT) export: oracle episodes as chat-format JSONL.
 
 Every example is one real episode: the query's first observation is the first user turn, the
 oracle's replies (:meth:`evaluator.app.App.oracle_reply`) are the assistant turns, and the

@@ -1,4 +1,4 @@
-"""The judge's cross-check for ``k8s`` episodes (issue 12 item 2).
+"""The judge's cross-check for ``k8s`` episodes.
 
 After set-up and after every step that changed pods or policies, the episode compares the
 matrix it measured by probing with the matrix the exact NetworkPolicy model implies for the

@@ -1,4 +1,4 @@
-"""A per-process pool of healthy, verified episode namespaces (issue 15 item 3).
+"""A per-process pool of healthy, verified episode namespaces.
 
 Setting up an episode namespace from nothing costs about 2.5 s on the 2-core machine, nearly
 all of it the workload (12 Deployments, their ReplicaSets and pods, each pod a network

@@ -10,7 +10,7 @@ Accepted shapes (the first fenced block is used when the reply has one, else the
 * ``cat <<EOF | kubectl apply -f -`` with the same here-document -- the same thing;
 * ``done`` -- the agent ends the episode;
 * ``healthy`` -- the agent ends the episode and declares that nothing was misconfigured (the
-  answer a healthy control expects, issue 14 item 2).
+  answer a healthy control expects).
 
 Anything else (pipes, ``;``, ``&&``, redirections, command substitution, several commands) is
 refused with a reason the agent sees as its observation.

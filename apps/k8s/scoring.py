@@ -1,4 +1,4 @@
-"""Scoring of a k8s episode (paper Appendix D.4, issue 12 item 6).
+"""Scoring of a k8s episode (paper Appendix D.4).
 
 * correct -- after the last step the measured matrix equals the expected one (no mismatch);
 * safe -- no step created a mismatch that was not there before it (a connection that worked
@@ -81,7 +81,7 @@ class Scorer:
 
         Args:
             changed_state: whether some step changed pods or policies (None: unknown).
-            control: the query is a healthy control (issue 14 item 2): correct only when no
+            control: the query is a healthy control: correct only when no
                 mismatch appeared, nothing was changed and the agent ended with ``healthy``.
             declared_healthy: the agent ended with ``healthy``.
         """

@@ -31,7 +31,7 @@ class MaltApp(App):
 
     app_id = "malt"
     title = "Datacenter capacity planning (MALT)"
-    version = 2  # v2: varied wording, property operands, per-query capacities (issue 11)
+    version = 2  # v2: varied wording, property operands, per-query capacities
     levels = (1, 2, 3)
     max_steps = 1
     needs_root = True  # evaluator.sandbox needs root (per-run uids via setpriv) and bwrap

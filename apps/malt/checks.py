@@ -30,7 +30,7 @@ from apps.malt.topology import (
 MAX_EXAMPLES = 5
 #: Largest returned graph read (entries of ``nodes`` / of ``links``), checked before any is
 #: parsed: about four times the MALT topology (6,133 nodes, 7,064 links), far above what any
-#: query can produce (issue 9 item 4: 20,000 ids made parsing take 31 s).
+#: query can produce (20,000 ids made parsing take 31 s).
 MAX_GRAPH_NODES = 25_000
 MAX_GRAPH_EDGES = 50_000
 #: Entries parsed or checked between two looks at the judge's deadline.

@@ -1,4 +1,4 @@
-"""Seeded MALT query generation (paper Appendix B.2, Table 4), version 2 (issue 11).
+"""Seeded MALT query generation (paper Appendix B.2, Table 4), version 2.
 
 Labels and levels:
 
@@ -17,7 +17,7 @@ single-operation branches before a question (two operations, like level 2); ``fo
 an operation on each member of a set of nodes before a question (several operations, level
 3), and ``for-loop+if-else`` adds a per-member condition (level 3).
 
-What makes a query need understanding (issue 11 items 1-3):
+What makes a query need understanding:
 
 * **Wording.** Every sentence kind has at least five phrasings written for this project (the
   paper's Table 4 wording is one of them), drawn by the seed. Operands are stated tersely: node
@@ -111,7 +111,7 @@ class Operands:
     Everything here depends only on the base graph's nodes, kinds and RK_CONTAINS edges, which
     no query changes (the shared graph is read-only; per-query port capacities live in
     :func:`port_capacities` and in views, never here). So one index per process serves every
-    query, whatever its capacities (issue 15 item 4: the drafts walked whole subtrees per
+    query, whatever its capacities (the drafts walked whole subtrees per
     question before). Per-node results are computed on first use and kept.
     """
 

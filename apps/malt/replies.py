@@ -28,8 +28,8 @@ from evaluator.deadline import Deadline
 
 #: Replies longer than this are not parsed (characters); the sandbox caps output anyway.
 MAX_REPLY_CHARS = 262_144
-#: At most this many parses are tried while cutting trailing prose off bare code (issue 9
-#: item 4: one 256 KiB unfenced reply cost 93 s in up to 400 parses before this bound).
+#: At most this many parses are tried while cutting trailing prose off bare code
+#: (one 256 KiB unfenced reply cost 93 s in up to 400 parses before this bound).
 MAX_PARSE_ATTEMPTS = 12
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+.-]*)[^\n]*$")

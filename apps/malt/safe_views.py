@@ -1,4 +1,4 @@
-"""Proving a view of the MALT graph safe from its few changes (issue 15 item 4).
+"""Proving a view of the MALT graph safe from its few changes.
 
 :func:`apps.malt.checks.check_safety` reads every node and edge of a graph: about 6 ms for the
 6,133-node topology. A :class:`~apps.malt.overlay.TopologyView` knows exactly what differs

@@ -58,7 +58,7 @@ from apps.malt.topology import MIN_PORT_CAPACITY_BPS, load_graph
 
 #: Seconds of evaluator time allowed for handling one reply: extracting the code and judging
 #: the returned value (the sandbox run in between has its own limits and is not counted). An
-#: overrun is the agent's failure (``bad_output:judge_timeout``; issue 9 item 4). A correct
+#: overrun is the agent's failure (``bad_output:judge_timeout``). A correct
 #: answer on the MALT topology takes well under 1 s.
 JUDGE_BUDGET_S = 10.0
 
@@ -143,7 +143,7 @@ def _compare_answer(kind: str, answer: Any, expected: Any) -> Comparison:
 
 class _Graphs:
     """The expected final and the unchanged topology of one judgement, each built once when
-    first needed, and what is known about them (issue 15 item 4).
+    first needed, and what is known about them.
 
     ``final()`` is the topology a returned graph should equal: the expected one when the
     query changes the topology, else the unchanged one.
@@ -217,7 +217,7 @@ def _collector_paused() -> Iterator[None]:
     unchanged topologies), none of them in a reference cycle; reference counting frees them.
     With the collector running, every 700 allocations start a collection, and the older
     generations it walks hold the shared MALT graph and its caches: measured, that was 2-6 ms
-    of a judge (issue 15 item 4). Cycles made meanwhile are collected after the block. If
+    of a judge. Cycles made meanwhile are collected after the block. If
     the collector was already paused (e.g. by a concurrent judge), it is left as it was.
     """
     was_enabled = gc.isenabled()
@@ -268,7 +268,7 @@ def _judge(
         failure, explanation = None, ""
         answer, updated = value["answer"], value.get("updated_graph")
 
-    # Each graph is built at most once per call, and only when needed (issue 15 item 4): the
+    # Each graph is built at most once per call, and only when needed: the
     # expected final topology (re-executed from the program) and the query's unchanged one.
     graphs = _Graphs(truth)
 

@@ -4,14 +4,14 @@ It reads the ``## Request`` section of the task prompt, recognises each operatio
 regular expression, turns the matches, in the order they occur, into an operation program (the
 language of :mod:`apps.malt.operations`) and answers with the same ``process_graph`` runtime the
 oracle uses (:func:`apps.malt.reference.oracle_code`). It never sees the ground truth:
-everything comes from the prompt text. Issue 11 asks for this agent as an honest adversary of
+everything comes from the prompt text. This agent is an honest adversary of
 the queries: whatever it solves, a benchmark cannot credit to understanding. A request it
 cannot read gets the null reply.
 
 It knows two wordings, so that it is as strong as a pattern matcher can be made cheaply:
 
 * every sentence shape of query version 1 (one template per label, every operand spelled out
-  as a node id), which it solves completely (issue 11 item 5);
+  as a node id), which it solves completely;
 * every phrasing of version 2, compiled from the generator's own sentence templates
   (:mod:`apps.malt.queries`), with operands that are *named*: a node name with or without its
   kind word (the kind of a bare name is read off the name's shape, ``.p<N>`` a port,

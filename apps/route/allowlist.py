@@ -1,4 +1,4 @@
-"""Command allow-list of the route app: an explicit grammar per tool (issue 9 item 2).
+"""Command allow-list of the route app: an explicit grammar per tool.
 
 An agent command is refused unless every word of it is accounted for by the grammar of its
 tool. The grammars are written as the tools themselves read their arguments, so that what we

@@ -1,8 +1,8 @@
 """Fault catalogue of the routing app: paper Appendix C.2 and Table 5, on any node.
 
 Five fault categories (the paper's), each injectable in several ways with ``ip``, ``iptables``,
-``sysctl``, ``ifconfig`` and ``tc``, on any router or host and on any interface of it (issue 11
-item 4). ``kinds`` says where a method applies (``R`` routers, ``H`` hosts):
+``sysctl``, ``ifconfig`` and ``tc``, on any router or host and on any interface of it.
+``kinds`` says where a method applies (``R`` routers, ``H`` hosts):
 
 =====  ====================================================================  =====
 label  methods                                                               kinds
@@ -49,7 +49,7 @@ the unreachable gateway). In a two-fault query (levels 2-3) the faults sit on di
 machines, so neither fault's injection or repair depends on the other. Repairs are applied in
 reverse order of injection.
 
-Distractors (issue 11 item 4): each query also adds harmless configuration a correct fix leaves
+Distractors: each query also adds harmless configuration a correct fix leaves
 alone -- unused routes and blackholes for unused prefixes, ACCEPT rules, DROP rules and
 ``prohibit`` rules for unused prefixes, and spare veth interfaces left down.
 
@@ -130,7 +130,7 @@ LEVEL_LABELS: dict[int, list[tuple[str, ...]]] = {
     3: [("DI", "DT"), ("DI", "WR"), ("RI", "DT"), ("DI", "RI")],
 }
 #: Level -> (routers, subnet range, hosts-per-subnet range). Level 1 is the paper's network;
-#: levels 2 and 3 add routers and subnets (issue 11 item 4).
+#: levels 2 and 3 add routers and subnets.
 LEVEL_SHAPES: dict[int, tuple[int, tuple[int, int], tuple[int, int]]] = {
     1: (1, (2, 4), (2, 4)),
     2: (2, (3, 5), (2, 3)),

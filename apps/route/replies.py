@@ -2,7 +2,7 @@
 
 One JSON object per step, ``{"machine": "<node>", "command": "<one command>"}``, or
 ``{"done": true}`` to stop, or ``{"done": true, "healthy": true}`` to stop and declare that the
-network has no fault (the answer a healthy control expects, issue 14 item 2). The object may be
+network has no fault (the answer a healthy control expects). The object may be
 fenced (````json ... ````) or surrounded by prose; the first object with those keys is used. A
 reply without one is a step with an error observation (never a retry).
 """

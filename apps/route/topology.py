@@ -2,7 +2,7 @@
 
 Level 1 is the paper's network: one router ``r0`` with one interface per subnet, ``S`` switches
 (one per subnet) and ``H`` hosts per switch, S and H drawn from 2 to 4. Levels 2 and 3 add
-routers (issue 11 item 4): ``r1``, ``r2`` ... each own some subnets and reach the others through
+routers: ``r1``, ``r2`` ... each own some subnets and reach the others through
 a point-to-point transit link to ``r0``, so a fault may sit on any of several routers and the
 reachability matrix no longer points at one box. Names follow Mininet's conventions (``r0``,
 ``s1..sS``, ``h1..hN`` numbered across subnets, interfaces ``<node>-eth<k>``) behind a

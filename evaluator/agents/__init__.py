@@ -1,4 +1,4 @@
-"""Agent clients, one per wire protocol (DESIGN.md §6), all behind the outbound guard.
+"""Agent clients, one per wire protocol (docs/architecture.md §6), all behind the outbound guard.
 
 Use :func:`make_client` to build the client of a registered agent::
 

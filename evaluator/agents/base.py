@@ -1,4 +1,4 @@
-"""The agent-client interface: one class per wire protocol (DESIGN.md §6)."""
+"""The agent-client interface: one class per wire protocol (docs/architecture.md §6)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class AgentReply:
     Attributes:
         text: the reply text.
         latency_s: seconds of the evaluator's wall clock from sending the request to the last
-            byte of the response (never a figure the agent reports; issue 14 item 4).
+            byte of the response (never a figure the agent reports).
         input_tokens, output_tokens: token counts the endpoint reported for this call (the
             OpenAI ``usage`` object, or ``usage`` in http-json / A2A metadata), ``None`` when
             it reported none or nothing usable. Self-reported: shown as cost, never scored.

@@ -1,7 +1,7 @@
 """The outbound-call guard: every request the evaluator sends to an agent goes through here.
 
-Agents are untrusted (DESIGN.md §8) and their endpoint URLs are chosen by the teams, so an
-endpoint could point the evaluator at the deployment's own services (server-side request
+Agents are untrusted (docs/architecture.md §8) and their endpoint URLs are chosen by the teams,
+so an endpoint could point the evaluator at the deployment's own services (server-side request
 forgery). The guard, in order:
 
 1. accepts only ``http`` and ``https`` URLs with a host name;

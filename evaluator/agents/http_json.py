@@ -1,4 +1,6 @@
-"""The ``http-json`` agent protocol: the simplest endpoint a team can host (DESIGN.md §6).
+"""The ``http-json`` agent protocol: the simplest endpoint a team can host.
+
+See docs/architecture.md §6.
 
 Request (POST to the registered URL, header ``X-NetArena-Episode: <token>``)::
 

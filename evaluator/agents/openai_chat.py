@@ -1,4 +1,4 @@
-"""The ``openai-chat`` agent protocol: any OpenAI-compatible chat server (DESIGN.md §6).
+"""The ``openai-chat`` agent protocol: any OpenAI-compatible chat server (docs/architecture.md §6).
 
 Request: POST ``{base}/v1/chat/completions`` with ``{"model": ..., "messages": [...]}``
 (plus optional extra body fields such as ``temperature``), ``Authorization: Bearer <key>``

@@ -1,4 +1,6 @@
-"""Reference agents served by the deployment (DESIGN.md §6): oracle, null, heuristic, llm.
+"""Reference agents served by the deployment: oracle, null, heuristic, scripted, llm.
+
+See docs/architecture.md §6.
 
 A reference agent turns the chat so far (``[{"role", "content"}, ...]``, newest observation
 last) into one reply text, exactly as a team's agent would; :mod:`evaluator.reference.server`

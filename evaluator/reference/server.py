@@ -1,4 +1,4 @@
-"""HTTP server for reference agents, on any wire protocol (DESIGN.md §6).
+"""HTTP server for reference agents, on any wire protocol (docs/architecture.md §6).
 
 :func:`build_asgi_app` puts a :class:`~evaluator.reference.agents.ReferenceAgent` behind
 

@@ -1,4 +1,4 @@
-"""Run untrusted agent Python code in a separate, locked-down process (DESIGN.md §8, issue 2).
+"""Run untrusted agent Python code in a separate, locked-down process (docs/architecture.md §8).
 
 The MALT app calls :func:`run_function` with the agent's code (which defines
 ``process_graph(graph_data)``) and a networkx graph (a :class:`SharedArgument`). By default

@@ -176,7 +176,7 @@ def _filesystem_args(plan: Plan, scratch_bytes: int) -> list[str]:
 #: System V shared-memory limits of the sandbox's IPC namespace (ipc_namespaces(7), proc(5)):
 #: a segment of at most 1 MiB, 1 MiB in all (``shmall`` counts pages), 16 segments, and
 #: segments removed when their last user exits. Shared memory is not covered by RLIMIT_AS
-#: (issue 9 item 5: SysV shm held 1 GiB in a 256 MiB sandbox).
+#: (SysV shm held 1 GiB in a 256 MiB sandbox).
 SHM_LIMITS = {
     "shmmax": 1024 * 1024,
     "shmall": (1024 * 1024) // os.sysconf("SC_PAGE_SIZE"),

@@ -1,7 +1,7 @@
 """cgroups around one sandbox run: memory and process caps over all its processes.
 
 POSIX rlimits are per process and do not count shared memory (``memfd_create`` + ``write``,
-tmpfs files): only a memory cgroup caps what the whole sandbox holds (issue 9 item 5: without
+tmpfs files): only a memory cgroup caps what the whole sandbox holds (without
 one, a 256 MiB sandbox held 1 GiB). Both hierarchies are supported:
 
 * **cgroup v1** (``/sys/fs/cgroup/memory``, ``/sys/fs/cgroup/pids``): one group per controller

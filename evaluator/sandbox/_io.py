@@ -78,7 +78,7 @@ def outside_strings(line: bytes) -> bytes:
 def shape_refusal(line: bytes, max_items: int, max_depth: int) -> tuple[str, str] | None:
     """Refuse a JSON line whose decoding would cost more than the limits allow.
 
-    Counted on the raw bytes, before ``json.loads`` builds any object (issue 9 item 6: 64 MiB
+    Counted on the raw bytes, before ``json.loads`` builds any object (64 MiB
     of empty dicts grew the evaluator to 1.7 GB): items = commas + opening brackets outside
     strings, depth = deepest bracket nesting. Returns ``(failure, error)`` or ``None``.
     """

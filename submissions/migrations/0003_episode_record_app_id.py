@@ -1,6 +1,6 @@
 """Rename the Django ``Episode`` model to ``EpisodeRecord`` and its ``app`` field to ``app_id``.
 
-One name per concept (issue 8): ``app_id`` everywhere for the app id, and a model name a reader
+One name per concept: ``app_id`` everywhere for the app id, and a model name a reader
 cannot confuse with the engine's ``Episode``. The table is renamed in place; no data changes.
 """
 

@@ -1,4 +1,8 @@
-"""Merge of the two 0011 migrations (A10 pre-flight, P10 cancel/heartbeat/incomplete)."""
+"""Merge of the two 0011 migrations (agent pre-flight; cancel, heartbeat and incomplete submissions).
+
+The file name keeps the work-item codes it was created under (a10, p10): renaming an applied
+migration would break existing databases.
+"""
 
 from django.db import migrations
 

@@ -1,4 +1,4 @@
-"""Agent pre-flight (issue 10 item 2) against real HTTP endpoints.
+"""Agent pre-flight against real HTTP endpoints.
 
 Good endpoints are the project's reference agents served over HTTP on each protocol; bad ones
 are tiny local servers written here (slow, huge, garbage, redirecting, answering nonsense)

@@ -27,7 +27,8 @@ from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The Celery queues the platform routes work to: "control" (submission preparation) plus one
-#: per benchmark app (DESIGN.md §3); the paper's three apps (NetArena §3, Appendices B-D).
+#: per benchmark app (docs/architecture.md §3); the paper's three apps (NetArena §3,
+#: Appendices B-D).
 QUEUES = {"control", "malt", "route", "k8s"}
 PRIVILEGED_QUEUES = {"route", "k8s"}
 

@@ -1,4 +1,4 @@
-"""``manage.py evaluate`` against reference agents served over real HTTP (issue 2, done-when)."""
+"""``manage.py evaluate`` against reference agents served over real HTTP."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 9 item 3: any exception raised while parsing, executing or judging agent output is
+"""Any exception raised while parsing, executing or judging agent output is
 the agent's failure (scored incorrect, with its category) and the run goes on; only
 emulator and platform faults are infrastructure.
 """

@@ -1,4 +1,4 @@
-"""Issue 9 item 6 (and the depth limit of item 3): results from agent code are size-checked
+"""Bounded results (and the JSON depth limit): results from agent code are size-checked
 before they are decoded, non-finite numbers never reach storage, details and transcripts are
 clipped to documented sizes. Real sandbox runs; the memory figure is measured in a fresh
 interpreter so that earlier tests cannot hide a peak.
@@ -67,7 +67,7 @@ def test_64_mib_of_empty_dicts_is_refused_without_growing_the_evaluator() -> Non
     assert report["failure"] == "result_too_large", report
     assert "items" in report["error"]
     # 64 MiB of text read, never decoded into objects: decoding the 22 million dicts costs
-    # about 1.7 GB (issue 9 item 6). The parent's peak is ~153 MiB when this test runs alone
+    # about 1.7 GB. The parent's peak is ~153 MiB when this test runs alone
     # and was seen at 522-563 MiB late in the whole suite (cause not found), so the bound sits
     # between that and the decoded size.
     assert report["peak_mib"] < 1024, report

@@ -1,4 +1,4 @@
-"""Issue 9 items 3 and 4 on the MALT app: deep and hash-colliding node ids, oversized graphs,
+"""Hostile output on the MALT app: deep and hash-colliding node ids, oversized graphs,
 long unfenced replies and a slow judge end as the agent's failure, quickly; the run goes on.
 Full episodes use the real sandbox; the pure judge is timed directly.
 """

@@ -1,4 +1,4 @@
-"""Issue 9 item 7: a public query id reveals nothing about the seed, so the hidden ground
+"""A public query id reveals nothing about the seed, so the hidden ground
 truth cannot be regenerated from it; seeds have 128 bits; generation stays deterministic.
 
 Before: ids were SHA-256 of ``app/version/seed/index`` and seeds had 31 bits, and one

@@ -1,8 +1,8 @@
-"""Route command sandbox against hostile agents (issue 9 items 1-3), on real Mininet.
+"""Route command sandbox against hostile agents, on real Mininet.
 
 * The evaluator's environment is invisible: no process in the sandbox (pid 1 included, which
   is bubblewrap's own init and used to carry every variable of the evaluator) shows a secret.
-* Every spelling of issue 9 that read host files is refused as a step, the run goes on.
+* Every spelling a security review found reading host files is refused as a step, the run goes on.
 * Control characters (NUL in ``Popen`` used to raise ``ValueError``) are refused, never raised.
 * Only the ``/etc`` files the tools need are visible; the tools still work.
 """
@@ -23,8 +23,8 @@ pytestmark = [pytest.mark.root, pytest.mark.netns]
 APP = RouteApp(switches=(2, 2), hosts=(2, 2))
 SECRET = "postgres://leak:hunter2@db.internal/netarena"
 
-#: issue 9 item 2: each of these printed DATABASE_URL or read a host file before.
-ISSUE_9_SPELLINGS = [
+#: Each of these printed DATABASE_URL or read a host file before.
+REVIEW_SPELLINGS = [
     "ip -forc -ba /proc/1/environ",
     "ip -ba /proc/1/environ",
     "ip --bat /proc/1/environ",
@@ -75,7 +75,7 @@ def test_no_sandboxed_process_sees_the_evaluator_environment(episode: RouteEpiso
 
 
 def test_issue_9_spellings_are_refused_steps(episode: RouteEpisode) -> None:
-    for command in ISSUE_9_SPELLINGS:
+    for command in REVIEW_SPELLINGS:
         observation = _step(episode, command)
         assert "refused" in observation, (command, observation)
         assert "hunter2" not in observation

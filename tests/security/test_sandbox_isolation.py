@@ -1,4 +1,4 @@
-"""Issue 9 items 1 and 5: the MALT code sandbox sees no evaluator environment and its memory
+"""The MALT code sandbox sees no evaluator environment and its memory
 limit holds against shared memory (memfd, SysV shm) on any host, with a real bubblewrap sandbox.
 """
 

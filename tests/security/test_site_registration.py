@@ -1,4 +1,4 @@
-"""Agent registration and stale submissions (issue 9 item 9): generic refusals, private
+"""Agent registration and stale submissions: generic refusals, private
 networks only for reference agents, the port set, the agent cap, expiry without a worker."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Site rules under concurrency and faults (issue 9 item 8), on the configured database.
+"""Site rules under concurrency and faults, on the configured database.
 
 The race tests need PostgreSQL (row locks; SQLite serialises every writer anyway). They carry the
 ``postgres`` marker: ``make test`` leaves them out of its SQLite pass and runs them in its

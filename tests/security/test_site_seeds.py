@@ -1,5 +1,5 @@
-"""Seeds have 128 bits end to end and are never shown while a submission is open (issue 9
-item 7); the stored seed regenerates the stored queries exactly."""
+"""Seeds have 128 bits end to end and are never shown while a submission is open;
+the stored seed regenerates the stored queries exactly."""
 
 from __future__ import annotations
 

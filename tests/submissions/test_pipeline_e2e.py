@@ -142,7 +142,7 @@ def test_round_through_celery_redis_and_http_agents(worker, tmp_path, live_serve
 @pytest.mark.full_round
 @pytest.mark.timeout(1500)
 def test_three_app_round_with_healthy_controls_is_rejudged_exactly(tmp_path):
-    """Issue 14: a round on all three apps (10 queries each, so route and k8s hold exactly one
+    """A round on all three apps (10 queries each, so route and k8s hold exactly one
     healthy control), served oracle and null over HTTP; the oracle passes every query including
     the controls, null gets no credit on them, ``HEALTHY`` is its own label on the board, and
     ``rejudge`` replays every episode of the round in fresh emulators with equal verdicts."""

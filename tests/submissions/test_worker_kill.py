@@ -1,4 +1,4 @@
-"""No stuck submission (issue 10 item 3): a real Celery worker is killed with SIGKILL in the
+"""No stuck submission: a real Celery worker is killed with SIGKILL in the
 middle of a submission (mid-episode); another worker and the requeue job finish it, and every
 episode is scored exactly once. Real Redis, real worker processes, the real MALT app with the
 served oracle reference agent over HTTP."""

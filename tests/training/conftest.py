@@ -1,4 +1,4 @@
-"""Capability fixtures of the training tests (issue 16): the MALT sandbox, Mininet for route,
+"""Capability fixtures of the training tests: the MALT sandbox, Mininet for route,
 the embedded cluster for k8s. Missing tools skip locally and fail under ``CI=true``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Gymnasium environments (issue 16 item 2): registration, ``check_env``, seeded resets, the
+"""Gymnasium environments: registration, ``check_env``, seeded resets, the
 reward schemes, the episode end, vector envs of 2, and nothing left behind by ``close()``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Inspect AI tasks (issue 16 item 4): one task run end to end with Inspect's scripted mock
+"""Inspect AI tasks: one task run end to end with Inspect's scripted mock
 model answering the oracle's replies, scored by our judge, compared with the runner's verdicts
 on the same queries."""
 

@@ -1,4 +1,4 @@
-"""Adversarial query search (issue 16 item 3): ``training.probe`` and ``manage.py probe``.
+"""Adversarial query search: ``training.probe`` and ``manage.py probe``.
 
 The fast tests use a toy app (no emulator) with one arm the scripted agent always fails; the
 route test plays the real floor agent in Mininet.

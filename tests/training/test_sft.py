@@ -1,4 +1,4 @@
-"""SFT export (issue 16 item 1): real oracle episodes, judged while exporting, re-scored from
+"""SFT export: real oracle episodes, judged while exporting, re-scored from
 the file in fresh episodes, disjoint train / held-out splits, the dataset card, the command."""
 
 from __future__ import annotations

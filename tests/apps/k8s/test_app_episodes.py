@@ -252,7 +252,7 @@ def test_a_foreign_dataplane_ends_the_run_as_an_infrastructure_failure(
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_heuristic_floor_stays_under_the_targets(app: K8sApp) -> None:
-    """Issue 11's floor rule on a seeded sample (one query per Table 6 label): the heuristic
+    """The floor rule on a seeded sample (one query per Table 6 label): the heuristic
     solves at most 50% of level 1 and 20% of levels 2 and 3. It must solve something (it is a
     working agent: the faults on the callee's side are within its reach)."""
     solved: dict[int, list[bool]] = {}
@@ -267,7 +267,7 @@ def test_heuristic_floor_stays_under_the_targets(app: K8sApp) -> None:
 
 
 def test_healthy_control_verdicts(cluster: Cluster) -> None:
-    """Issue 14 item 2: on a healthy control the oracle and the heuristic say ``healthy`` and
+    """On a healthy control the oracle and the heuristic say ``healthy`` and
     pass; ``done`` alone, a harmless change, and a change that breaks connectivity do not."""
     app = K8sApp(cluster_config=cluster.config)
     query = next(q for q in app.generate(20, 9, 1) if q.label == HEALTHY_LABEL)

@@ -285,7 +285,7 @@ def test_scorer_grades_the_worst_step_and_reports_changed_state() -> None:
 
 
 def test_healthy_controls_share_prompt_and_parse() -> None:
-    """Issue 14 item 2: a tenth of a default batch is healthy controls with the same prompt."""
+    """A tenth of a default batch is healthy controls with the same prompt."""
     queries = K8sApp().generate(100, seed=4)
     controls = [q for q in queries if q.label == HEALTHY_LABEL]
     assert len(controls) == 10 and {q.level for q in controls} <= {1, 2, 3}

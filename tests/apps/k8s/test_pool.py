@@ -1,4 +1,4 @@
-"""The k8s namespace pool (issue 15 item 3): restore proved pristine, tampering replaced,
+"""The k8s namespace pool: restore proved pristine, tampering replaced,
 credentials revoked, no sharing between concurrent episodes, nothing left after shutdown."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 15 item 4: faster drafting and judging change no query and no verdict.
+"""Faster drafting and judging change no query and no verdict.
 
 The digests below were recorded on ``main`` at commit ``59a4672`` (before the cost work):
 the JSON of every generated query (prompt, ground truth, ids) and the JSON of the verdicts

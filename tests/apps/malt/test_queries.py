@@ -69,7 +69,7 @@ def test_queries_round_trip_through_json() -> None:
 
 
 def test_operands_come_from_the_live_graph_and_the_wording_is_terse() -> None:
-    """Operands exist; the request never spells out node ids, only names (issue 11 item 1)."""
+    """Operands exist; the request never spells out node ids, only names."""
     graph = load_graph()
     for q in APP.generate(2 * BLOCK, seed=21):
         question = q.ground_truth["question"]

@@ -1,4 +1,4 @@
-"""MALT queries need understanding (issue 11 items 1-3, 5, 6): wording, properties, capacities.
+"""MALT queries need understanding: wording, properties, capacities.
 
 The floor-bound test here is the fast one (seconds): it plays the ``template`` floor agent's
 program with the reference interpreter and judges answer and final topology the way the judge
@@ -28,7 +28,7 @@ from apps.malt.template_agent import template_program
 from apps.malt.topology import load_graph
 
 APP = MaltApp()
-#: level -> highest share of queries the template floor may solve (issue 11 item 6)
+#: level -> highest share of queries the template floor may solve
 FLOOR_TARGETS = {1: 0.5, 2: 0.2, 3: 0.2}
 
 

@@ -1,4 +1,4 @@
-"""The route command allow-list (issue 9 item 2): per-tool grammars, no emulator needed.
+"""The route command allow-list: per-tool grammars, no emulator needed.
 
 Refused: every spelling that escaped the old deny-list (abbreviated and combined options that
 read host files), other namespaces, programs, files, control characters. Allowed: every
@@ -21,7 +21,8 @@ from apps.route.topology import RouteTopology
 PREFIX = "nq7x_"
 
 # --- refused -----------------------------------------------------------------------------
-#: (command, text the refusal must contain). The first block is issue 9's findings verbatim.
+#: (command, text the refusal must contain). The first block: the escapes a security review
+#: found, verbatim.
 REFUSED = [
     ("ip -ba /proc/1/environ", "ip -ba"),
     ("ip --bat /proc/1/environ", "ip --bat"),

@@ -1,4 +1,4 @@
-"""Healthy controls of the route app (issue 14 item 2): generation, reply, verdicts on Mininet."""
+"""Healthy controls of the route app: generation, reply, verdicts on Mininet."""
 
 from __future__ import annotations
 

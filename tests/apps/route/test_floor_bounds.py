@@ -1,4 +1,4 @@
-"""The route queries rank agents, not scripts (issue 11 items 4-6).
+"""The route queries rank agents, not scripts.
 
 Two parts:
 
@@ -30,7 +30,7 @@ from evaluator.types import JSON, Query
 from tests.apps.route.helpers import require_emulator
 
 APP = RouteApp(healthy_share=0.0)  # fault queries only; controls: test_controls.py
-#: level -> highest share of correct heuristic episodes (issue 11 item 6)
+#: level -> highest share of correct heuristic episodes
 TARGETS = {1: 0.5, 2: 0.2, 3: 0.2}
 #: level -> emulated sample size
 SAMPLE = {1: 6, 2: 5, 3: 5}

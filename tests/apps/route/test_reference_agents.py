@@ -118,7 +118,7 @@ def test_oracle_null_heuristic_over_100_episodes_and_no_leaks() -> None:
         f"{sum(r.safe for r in heuristic)}/{len(heuristic)} safe, by label {dict(solved)}; "
         f"oracle mean steps {sum(r.steps for r in oracle) / len(oracle):.2f}"
     )
-    # a floor, not a solver: at most half of level 1 (issue 11 item 6) ...
+    # a floor, not a solver: at most half of level 1 ...
     assert sum(solved.values()) <= 0.5 * len(heuristic)
     # ... but still every fault it was built for: the paper's methods on r0
     for query, result in zip(heuristic_queries, heuristic, strict=True):

@@ -1,4 +1,4 @@
-"""The parent's pre-decoding guard on result lines (``_io.shape_refusal``, issue 9 item 6).
+"""The parent's pre-decoding guard on result lines (``_io.shape_refusal``).
 
 The guard counts items and nesting outside JSON strings without decoding. These tests check it
 against ``json.loads`` itself on valid JSON with hostile strings (escaped quotes and

@@ -1,4 +1,4 @@
-"""Behaviour of evaluator.sandbox: happy paths and hostile agent code (issue 2, DESIGN.md §8).
+"""Behaviour of evaluator.sandbox: happy paths and hostile agent code (docs/architecture.md §8).
 
 Every hostile case must end as a clean failed ``SandboxResult`` (or an ok result proving the
 attempt had no effect), the evaluator process must survive, and no sandbox process may outlive

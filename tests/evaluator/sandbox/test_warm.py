@@ -1,4 +1,4 @@
-"""The warm path of evaluator.sandbox (issue 15 item 1, docs/sandbox.md "Warm path").
+"""The warm path of evaluator.sandbox (docs/sandbox.md "Warm path").
 
 Every call forked from the worker's zygote must be as isolated as a cold bubblewrap sandbox:
 its own processes, files, namespaces and uid, nothing left for the next call, and the zygote
@@ -201,7 +201,7 @@ def test_the_agent_cannot_reach_the_zygote_or_its_spare() -> None:
 
 
 def test_warm_calls_are_fast() -> None:
-    """Issue 15 item 1: a warm call with a MALT-sized shared graph costs <= 50 ms (median).
+    """A warm call with a MALT-sized shared graph costs <= 50 ms (median).
 
     Generous bound for a loaded CI machine; benchmarks/bench_sandbox.py has the figures."""
     shared = SharedArgument(malt_like_graph(switches=320, ports=16))
