@@ -403,9 +403,11 @@ def _run(
 def check_host(limits: SandboxLimits = SandboxLimits()) -> tuple[str, ...]:  # noqa: B008
     """Check at start-up that agent code can be sandboxed here; return the layers available.
 
-    Resolves the tools (root, bwrap, setpriv, unshare) and creates and removes one probe
-    cgroup with ``limits``. A worker that runs MALT episodes calls this once when it starts,
-    so that a host without a memory cgroup fails loudly instead of per episode. With the warm
+    Resolves the tools (root, bwrap, setpriv, unshare), creates and removes one probe cgroup
+    with ``limits``, and runs one trivial call through :func:`run_function`: a container
+    without the privileges bubblewrap needs (``unshare`` refused) has every tool and a cgroup,
+    and fails only when a sandbox actually starts. A worker that runs MALT episodes calls this
+    once when it starts, so that such a host fails loudly instead of per episode. With the warm
     path on it also starts this process's zygote (``"warm"`` among the layers when it did;
     when it cannot start, calls use the cold path and a warning is logged).
 
@@ -424,4 +426,9 @@ def check_host(limits: SandboxLimits = SandboxLimits()) -> tuple[str, ...]:  # n
     if zygote is not None:
         _zygote.release(zygote)
         controls += ("warm",)
+    probe_call = run_function("def probe(x):\n    return x + 1\n", "probe", 41, limits=limits)
+    if not probe_call.ok or probe_call.value != 42:
+        raise SandboxUnavailableError(
+            f"a probe call did not run: {probe_call.failure}: {(probe_call.error or '')[:500]}"
+        )
     return controls
