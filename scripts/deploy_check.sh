@@ -127,8 +127,22 @@ wait_ready() {  # until /readyz is 200 (web, database, broker and a worker on ev
   done
 }
 
-run_round() {
-  compose --profile check run --rm agents | tee "$CACHE/round.log"
+serve_agents() {  # the reference agents as a service of the stack, registered on the site
+  compose --profile check up -d agents >/dev/null
+  local deadline=$((SECONDS + 120))
+  until podman logs "${PROJECT}_agents_1" 2>&1 | grep -q "agents ready"; do
+    [ $SECONDS -lt $deadline ] || { podman logs "${PROJECT}_agents_1" >&2; fail "the reference agents did not start"; }
+    sleep 1
+  done
+}
+
+run_round() {  # an admin starts the round on the site; the workers run it
+  local password
+  password=$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')
+  podman exec -e DJANGO_SUPERUSER_PASSWORD="$password" "${PROJECT}_web_1" \
+    python manage.py createsuperuser --noinput --username check-admin --email admin@example.org >/dev/null
+  python3 scripts/deploy/start_round.py "http://127.0.0.1:$PORT" check-admin "$password" \
+    "$APPS" "$QUERIES" 1500 | tee "$CACHE/round.log"
 }
 
 read_board() {  # the oracle is first and fully correct on every app, over HTTP
@@ -177,6 +191,7 @@ trap 'teardown; report' EXIT
 compose --profile check down -v >/dev/null 2>&1 || true
 timed "stack up" compose up -d
 timed "ready (/readyz 200)" wait_ready
+timed "agents served, registered" serve_agents
 timed "round ($APPS x $QUERIES)" run_round
 timed "board over HTTP" read_board
 echo "deploy_check: OK"

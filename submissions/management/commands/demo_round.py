@@ -51,6 +51,12 @@ class Command(BaseCommand):
             help="host name in the registered agent URLs (what the workers call)",
         )
         parser.add_argument("--timeout-s", type=float, default=1800.0, help="give up after this")
+        parser.add_argument(
+            "--no-round",
+            action="store_true",
+            help="only serve and register the agents, then keep serving until stopped (a round "
+            "is started elsewhere, e.g. on the site's rounds page)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Serve, register, start the round, poll until every submission is closed."""
@@ -73,6 +79,11 @@ class Command(BaseCommand):
                 self.stdout.write(f"serving {agent} ({protocol}) at {served.url}")
             if options["pidfile"]:
                 Path(options["pidfile"]).write_text(" ".join(pids))
+        if options["no_round"]:
+            self.stdout.write("agents ready", ending="\n")
+            self.stdout.flush()
+            while True:  # until the process is stopped; the agent servers are its children
+                time.sleep(3600)
         evaluation_round = round_create(apps=apps, queries_per_app=options["queries"])
         self.stdout.write(
             f"started {evaluation_round} on {apps}, {options['queries']} queries per app"
