@@ -119,12 +119,11 @@ def test_workers_on_two_hosts_share_a_submission_and_survive_a_host_dying(
         "NETARENA_BROKER_VISIBILITY_TIMEOUT_S": str(VISIBILITY_TIMEOUT_S),
     }
     logs = {host: tmp_path / f"worker-{host}.log" for host in lan}
-    workers = {
-        host: start_worker(f"host-{host}-{os.getpid()}", queues="control,malt",
-                           log_path=logs[host], env=env, netns=netns)
-        for host, netns in lan.items()
-    }
+    workers: dict[str, subprocess.Popen[bytes]] = {}
     try:
+        for host, netns in lan.items():
+            workers[host] = start_worker(f"host-{host}-{os.getpid()}", queues="control,malt",
+                                         log_path=logs[host], env=env, netns=netns)
         agent = register_reference_agent(oracle)
         agent.endpoint_url = agent_url  # what the workers call, across the network
         agent.save(update_fields=["endpoint_url"])
