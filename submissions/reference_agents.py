@@ -28,6 +28,7 @@ REFERENCE_PROTOCOLS: dict[str, str] = {
     "oracle": "http-json",
     "null": "openai-chat",
     "heuristic": "http-json",
+    "scripted": "http-json",
 }
 
 

@@ -75,7 +75,7 @@ ENDPOINT_REFUSED_MESSAGE = (
     "endpoint refused: it must be a public http(s) address on an allowed port "
     "(see the documentation of agent endpoints)"
 )
-REFERENCE_KINDS = ("oracle", "null", "heuristic", "llm")
+REFERENCE_KINDS = ("oracle", "null", "heuristic", "scripted", "llm")
 
 #: Celery task names (the tasks live in ``submissions.tasks``, which imports this module;
 #: services send by name so that nothing here imports the tasks).

@@ -95,6 +95,13 @@ class MaltApp(App):
         truth (:func:`apps.malt.template_agent.template_reply`)."""
         return template_reply(history)
 
+    def scripted_reply(self, history: list[JSON]) -> str:
+        """The scripted agent written against the public generator
+        (:func:`apps.malt.scripted.scripted_reply`): no model, no ground truth."""
+        from apps.malt.scripted import scripted_reply
+
+        return scripted_reply(history)
+
     def preflight(self) -> None:
         """Agent code must be sandboxable here (bwrap, setpriv, root, a memory cgroup).
 
