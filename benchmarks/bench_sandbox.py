@@ -8,7 +8,7 @@ per call from the worker's zygote, docs/sandbox.md), the MALT preamble
 
 * ``empty``        - integer argument, returns it: process start + protocol;
 * ``graph-in``     - a MALT-sized DiGraph argument (5,493 nodes / 6,424 edges, the shape of
-                     the MALT topology in netarena-reference.md §B.1), returns its node count;
+                     the MALT example topology), returns its node count;
                      the graph is pickled by the parent and unpickled by the child;
 * ``graph-in-shared`` - the same as a ``SharedArgument`` (for a graph shared by many calls): pickled
                      once; on the warm path the zygote holds the graph and each call gets it

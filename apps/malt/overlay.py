@@ -1,7 +1,7 @@
 """A copy-on-write view of the MALT graph, used to compute ground truth without copying.
 
 ``copy.deepcopy`` of the 6,133-node graph costs tens of milliseconds (the reference spends
-about 85 ms per query on it, netarena-reference §E.1). Ground truth only touches a handful of
+about 85 ms per query on it). Ground truth only touches a handful of
 nodes, so :class:`TopologyView` records the changes (removed nodes, added nodes and edges,
 replaced attribute dicts) on top of the read-only base graph and answers reads through them.
 Building a view is O(1); each operation costs time proportional to the nodes it touches.

@@ -54,7 +54,7 @@ def make_client(
             ``a2a``: the agent's base URL, whose agent card names the JSON-RPC endpoint).
         api_key: optional secret, sent as ``Authorization: Bearer``.
         model: the ``model`` field for ``openai-chat`` (ignored by the others).
-        timeout_s: total deadline of one reply in seconds (60 s, netarena-reference §A.1).
+        timeout_s: total deadline of one reply in seconds (60 s).
         allowed_networks: CIDR allow-list of non-public networks (``LOOPBACK_NETWORKS`` for
             local development and tests); public addresses are always allowed.
         max_response_bytes: response body cap in bytes (1 MiB by default).

@@ -1,6 +1,6 @@
 """The ``a2a`` agent protocol: Agent2Agent (A2A) v0.3 over JSON-RPC 2.0 (docs/architecture.md §6).
 
-This is what NetArena's own harness speaks (netarena-reference §A.1), so a "purple" A2A agent
+This is what NetArena's own harness speaks, so a "purple" A2A agent
 written for it can be registered unchanged. Wire facts follow the A2A specification v0.3.0
 (a2a-protocol.org: agent card discovery, the JSON-RPC transport's ``message/send``, and the
 Message / Task / Part objects with their ``kind`` discriminators):

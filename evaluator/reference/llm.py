@@ -42,7 +42,7 @@ STRATEGIES: tuple[str, ...] = ("zero-shot", "few-shot", "cot", "react")
 #: The apps' reply formats (:data:`evaluator.app.ReplyFormat`) plus ``text`` for plain answers.
 REPLY_FORMATS: tuple[str, ...] = ("python", "json", "command", "text")
 #: Conversation budget sent upstream, in characters. The reference harness keeps the last
-#: 127,000 characters of an episode's log (netarena-reference §C.5, §D.5); we stay under it.
+#: 127,000 characters of an episode's log (NetArena's reference harness); we stay under it.
 MAX_CONTEXT_CHARS = 120_000
 
 _ROLE = (

@@ -14,7 +14,7 @@ from apps.malt.checks import NormalizedGraph, check_safety
 from apps.malt.overlay import TopologyView
 from apps.malt.topology import ALLOWED_RELATIONS, build_graph, load_graph
 
-#: Entity counts per kind in the MALT example file (netarena-reference §B.1).
+#: Entity counts per kind in the MALT example file.
 EXPECTED_KINDS = {
     "EK_JUPITER": 1,
     "EK_SUPERBLOCK": 4,

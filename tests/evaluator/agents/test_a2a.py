@@ -579,7 +579,7 @@ def test_evaluate_a2a_with_a_served_malt_oracle_is_fully_correct(tmp_path) -> No
 # -- interoperability with the official a2a-sdk (what NetArena's harness uses) -------------
 #
 # NetArena's purple agents are a2a-sdk servers and its harness is an a2a-sdk client
-# (netarena-reference §A.1, a2a-sdk 0.3.22). These tests put our client in front of a real
+# (a2a-sdk 0.3.22). These tests put our client in front of a real
 # a2a-sdk server and a real a2a-sdk client in front of our reference server.
 
 
