@@ -58,7 +58,8 @@ class GuardedHttpClient(AgentClient):
     Args:
         url: the agent endpoint as registered by the team.
         timeout_s: total deadline of one ``complete`` call in seconds (all attempts, backoff
-            and body reading); 60 s is NetArena's reference harness default. Each socket read also times out at the remaining time.
+            and body reading); 60 s is NetArena's reference harness default. Each socket read
+            also times out at the remaining time.
         connect_timeout_s: per-attempt TCP/TLS connect timeout in seconds.
         max_retries: extra attempts after a transport failure (connection refused, reset,
             closed without answer, connect timeout). HTTP answers and bad bodies are final.
