@@ -1,20 +1,26 @@
-"""Benchmark: how hard are the queries? Oracle, floor and null agents per app and level.
+"""Benchmark: how hard are the queries? Oracle, scripted, floor and null agents per app and level.
 
-For every registered app that has a floor agent (``App.has_heuristic``: MALT's ``template``
-agent, route's scripted ``heuristic``) this runs three reference agents on the same ``N``
-seeded queries through the real episode runner and emulator (``evaluator.runner.run_episode``):
+For every registered app this runs the reference agents on the same ``N`` seeded queries
+through the real episode runner and emulator (``evaluator.runner.run_episode``), first on the
+public generator and then, with ``--variant-pack DIR``, on held-out pack queries:
 
-* oracle -- ``App.oracle_reply`` from the hidden ground truth (target: 100% correct and safe);
-* floor -- ``App.heuristic_reply``, no model and no ground truth (targets: <= 50%
-  correct on level 1, <= 20% on levels 2 and 3);
+* oracle -- ``App.oracle_reply`` from the hidden ground truth (target: 100% correct and safe
+  on both);
+* scripted -- ``App.scripted_reply``, the determined agent written against the public
+  generator (no model, no ground truth); the honesty check: high on public queries, at most
+  20% on held-out levels 2 and 3 (docs/writing-a-variant-pack.md);
+* floor -- ``App.heuristic_reply``, a cheap no-model agent (public targets: <= 50% correct on
+  level 1, <= 20% on levels 2 and 3);
 * null -- ``App.null_reply`` (target: 0% correct).
+
+An app without a scripted or floor agent gets no row for it.
 
 It prints correctness (and safety) per level as a rate with its 95% Wilson interval
 (``evaluator.stats.wilson_interval``). Episodes need what the app's episodes need (MALT:
 root and bwrap for the sandbox; route: root and Mininet).
 
 Usage: .venv/bin/python benchmarks/bench_difficulty.py [--apps malt,route] [--queries 300]
-       [--seed 0] [--agents oracle,floor,null] [--workers 1]
+       [--seed 0] [--agents oracle,scripted,floor,null] [--workers 1] [--variant-pack DIR ...]
 """
 
 from __future__ import annotations
@@ -36,8 +42,9 @@ from evaluator.runner import run_episode  # noqa: E402
 from evaluator.sampling import HEALTHY_LABEL  # noqa: E402
 from evaluator.stats import wilson_interval  # noqa: E402
 from evaluator.types import JSON, EpisodeResult, Query  # noqa: E402
+from evaluator.variants import discover_packs, generate_batch  # noqa: E402
 
-AGENTS = ("oracle", "floor", "null")
+AGENTS = ("oracle", "scripted", "floor", "null")
 
 
 class ReplyClient(AgentClient):
@@ -52,8 +59,21 @@ class ReplyClient(AgentClient):
 
 def _floor(app: App, messages: list[JSON]) -> str:
     text = app.heuristic_reply(messages)
-    assert text is not None  # only apps with has_heuristic are benchmarked
+    assert text is not None  # only apps with has_heuristic play the floor agent
     return text
+
+
+def _scripted(app: App, messages: list[JSON]) -> str:
+    return app.scripted_reply(messages) or ""
+
+
+def plays(app: App, agent: str) -> bool:
+    """Whether ``app`` has reference agent ``agent``."""
+    if agent == "floor":
+        return app.has_heuristic
+    if agent == "scripted":
+        return app.has_scripted
+    return True
 
 
 def client_for(agent: str, app: App, query: Query) -> AgentClient:
@@ -62,6 +82,8 @@ def client_for(agent: str, app: App, query: Query) -> AgentClient:
         return ReplyClient(partial(app.oracle_reply, query.ground_truth))
     if agent == "floor":
         return ReplyClient(partial(_floor, app))
+    if agent == "scripted":
+        return ReplyClient(partial(_scripted, app))
     return ReplyClient(app.null_reply)
 
 
@@ -117,11 +139,11 @@ def _rate(results: list[EpisodeResult], field: str) -> str:
     )
 
 
-def table(app: App, results: dict[str, list[EpisodeResult]]) -> str:
+def table(app: App, results: dict[str, list[EpisodeResult]], source: str = "public") -> str:
     """Correctness and safety by level and overall, one row per (agent, level)."""
     lines = [
-        f"app {app.app_id} v{app.version}",
-        f"{'agent':<7} {'level':<7} {'correct (95% Wilson)':<30} {'safe (95% Wilson)':<30}",
+        f"app {app.app_id} v{app.version}, {source} queries",
+        f"{'agent':<8} {'level':<7} {'correct (95% Wilson)':<30} {'safe (95% Wilson)':<30}",
     ]
     for agent, rows in results.items():
         groups: list[tuple[str, list[EpisodeResult]]] = [
@@ -134,11 +156,11 @@ def table(app: App, results: dict[str, list[EpisodeResult]]) -> str:
         for name, chosen in groups:
             if chosen:
                 lines.append(
-                    f"{agent:<7} {name:<7} {_rate(chosen, 'correct'):<30} "
+                    f"{agent:<8} {name:<7} {_rate(chosen, 'correct'):<30} "
                     f"{_rate(chosen, 'safe'):<30}"
                 )
         if failed:
-            lines.append(f"{agent:<7} infrastructure failures (not correct): {len(failed)}")
+            lines.append(f"{agent:<8} infrastructure failures (not correct): {len(failed)}")
     return "\n".join(lines)
 
 
@@ -150,23 +172,37 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agents", default=",".join(AGENTS))
     parser.add_argument("--workers", type=int, default=1, help="episodes played at once")
+    parser.add_argument(
+        "--variant-pack", action="append", default=[], metavar="DIR",
+        help="a pack directory or a directory of packs; repeatable. Each app with a pack is "
+        "also measured on pack queries (every query drawn from its packs)",
+    )
     args = parser.parse_args()
     wanted = [a for a in args.apps.split(",") if a] or app_ids()
-    agents = tuple(a for a in args.agents.split(",") if a)
+    packs = discover_packs(args.variant_pack) if args.variant_pack else []
     for app_id in wanted:
         app = get_app(app_id)
-        if not app.has_heuristic:
-            print(f"app {app_id}: no floor agent (heuristic_reply), skipped\n")
-            continue
-        started = time.perf_counter()
-        queries = app.generate(args.queries, seed=args.seed)
-        results = run_agents(app, queries, agents, workers=args.workers)
-        print(table(app, results))
-        print(
-            f"({args.queries} queries, seed {args.seed}, "
-            f"{time.perf_counter() - started:.0f} s)\n",
-            flush=True,
-        )
+        agents = tuple(a for a in args.agents.split(",") if a and plays(app, a))
+        missing = [a for a in args.agents.split(",") if a and not plays(app, a)]
+        if missing:
+            print(f"app {app_id}: no {', '.join(missing)} agent")
+        app_packs = [p for p in packs if p.app_id == app_id]
+        sources: list[tuple[str, list[Query]]] = [
+            ("public", app.generate(args.queries, seed=args.seed))
+        ]
+        if app_packs:
+            names = ", ".join(p.name for p in app_packs)
+            sources.append((f"held-out ({names})", generate_batch(
+                app, args.queries, args.seed, packs=app_packs, share=1.0)))
+        for source, queries in sources:
+            started = time.perf_counter()
+            results = run_agents(app, queries, agents, workers=args.workers)
+            print(table(app, results, source))
+            print(
+                f"({args.queries} queries, seed {args.seed}, "
+                f"{time.perf_counter() - started:.0f} s)\n",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

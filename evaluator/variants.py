@@ -34,11 +34,14 @@ No Django here.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import importlib.util
+import io
 import os
 import random
 import sys
+import tarfile
 import threading
 import tomllib
 from collections.abc import Sequence
@@ -164,6 +167,27 @@ def pack_digest(directory: Path) -> str:
         digest.update(f"{relative}\n{len(data)}\n".encode())
         digest.update(data)
     return digest.hexdigest()
+
+
+def pack_archive(pack: VariantPack) -> bytes:
+    """The pack's files (those :func:`pack_digest` covers) as a reproducible ``.tar.gz``: the
+    directory named after the pack, files sorted, owner, mode and times zeroed, so the same
+    pack always gives the same bytes and the digest can be recomputed from the unpacked files.
+
+    Raises:
+        VariantPackError: the public pack (it is the repository) or a pack without directory.
+    """
+    if pack.directory is None:
+        raise VariantPackError(f"pack {pack.name!r} has no directory to publish")
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as zipped:
+        with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for path in sorted(_pack_files(pack.directory)):
+                data = path.read_bytes()
+                info = tarfile.TarInfo(f"{pack.name}/{path.relative_to(pack.directory).as_posix()}")
+                info.size, info.mode, info.mtime = len(data), 0o644, 0
+                tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def _pack_files(directory: Path) -> list[Path]:

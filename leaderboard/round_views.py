@@ -15,7 +15,13 @@ from leaderboard.forms import RoundForm
 from submissions import services
 from submissions.errors import ServiceError
 from submissions.models import Round
-from submissions.round_selectors import round_get, round_progress, round_standings, rounds_list
+from submissions.round_selectors import (
+    pack_archive,
+    round_get,
+    round_progress,
+    round_standings,
+    rounds_list,
+)
 from submissions.view_helpers import flash_service_call
 
 
@@ -52,6 +58,21 @@ def round_page(request: HttpRequest, number: int) -> HttpResponse:
             "apps_csv": ",".join(evaluation_round.apps),
         },
     )
+
+
+def round_pack_archive(request: HttpRequest, number: int, app_id: str, name: str) -> HttpResponse:
+    """A held-out pack of a closed round as a ``.tar.gz`` (404 while the round is open, for a
+    pack the round did not use, or when this site no longer holds that exact version)."""
+    evaluation_round = _round_or_404(number)
+    digest = (evaluation_round.packs.get(app_id) or {}).get(name)
+    if not evaluation_round.is_closed or digest is None:
+        raise Http404("no such published pack")
+    archive = pack_archive(app_id=app_id, name=name, sha256=digest)
+    if archive is None:
+        raise Http404("this site no longer holds that version of the pack")
+    response = HttpResponse(archive, content_type="application/gzip")
+    response["Content-Disposition"] = f'attachment; filename="{app_id}-{name}-{digest[:12]}.tar.gz"'
+    return response
 
 
 def round_progress_json(request: HttpRequest, number: int) -> JsonResponse:

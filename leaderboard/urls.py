@@ -19,4 +19,9 @@ urlpatterns = [
         name="round-progress",
     ),
     path("rounds/<int:number>/close/", round_views.round_close_view, name="round-close"),
+    path(
+        "rounds/<int:number>/packs/<str:app_id>/<str:name>.tar.gz",
+        round_views.round_pack_archive,
+        name="round-pack",
+    ),
 ]

@@ -428,6 +428,8 @@ class RoundSerializer(serializers.ModelSerializer[Round]):
             "apps",
             "queries_per_app",
             "versions",
+            "packs",
+            "held_out_share",
             "commitment",
             "created_at",
             "closed_at",

@@ -112,8 +112,9 @@ class Round(models.Model):
     """An evaluation round: every active agent evaluated on the same fresh queries.
 
     Commit-reveal: ``commitment`` = ``evaluator.commitment.round_commitment(
-    seed, versions, salt)`` is public from the start; ``seed`` and ``salt`` are shown only once
-    the round is closed (``closed_at`` set), so anyone can then regenerate its queries.
+    seed, versions, salt, packs, held_out_share)`` is public from the start; ``seed``, ``salt``
+    and the held-out packs themselves are published only once the round is closed
+    (``closed_at`` set), so anyone can then regenerate and re-judge its queries.
     """
 
     number = models.PositiveIntegerField(unique=True)
@@ -123,6 +124,10 @@ class Round(models.Model):
     # app id -> generator version at the start, and the commitment over them (see above)
     versions = models.JSONField(default=dict)
     salt = models.CharField(max_length=64, blank=True, default="")
+    #: app id -> {held-out pack name: sha256} the round draws from (docs/writing-a-variant-pack.md)
+    packs = models.JSONField(default=dict, blank=True)
+    #: share of each batch drawn from those packs (0 when there are none)
+    held_out_share = models.FloatField(default=0.0)
     commitment = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
@@ -158,6 +163,10 @@ class Submission(models.Model):
     seed = SeedField()
     apps = models.JSONField(default=list)
     queries_per_app = models.PositiveIntegerField()
+    #: app id -> {held-out pack name: sha256} its queries are drawn from, fixed at creation
+    packs = models.JSONField(default=dict, blank=True)
+    #: share of each app's queries drawn from those packs (0 when there are none)
+    held_out_share = models.FloatField(default=0.0)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     error = models.TextField(blank=True, default="")
     #: True when the platform, not the agent, failed the whole submission (query generation

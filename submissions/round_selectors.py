@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Q
 
 from evaluator.stats import paired_ranks
+from evaluator.variants import VariantPackError, find_pack
+from evaluator.variants import pack_archive as variant_pack_archive
 from submissions.models import EpisodeRecord, Round, Submission
 from submissions.selectors import EpisodeVerdict, Standing, standing_from_episodes
 
@@ -116,3 +118,12 @@ def round_standings(*, evaluation_round: Round, app_id: str) -> list[RoundStandi
         key=lambda r: (r.paired_rank, -r.standing.correct_and_safe.value, r.standing.agent.name)
     )
     return table
+
+
+def pack_archive(*, app_id: str, name: str, sha256: str) -> bytes | None:
+    """The published archive of held-out pack ``name`` at digest ``sha256`` (a closed round's
+    pack), or None when this process does not hold that exact version."""
+    try:
+        return variant_pack_archive(find_pack(app_id, {"name": name, "sha256": sha256}))
+    except VariantPackError:
+        return None

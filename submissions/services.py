@@ -48,6 +48,14 @@ from evaluator.oracle_vault import OracleVault
 from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import Query, new_seed
+from evaluator.variants import (
+    VariantPack,
+    find_pack,
+    generate_batch,
+    held_out_packs,
+    held_out_share,
+    packs_commitment,
+)
 from submissions.agent_auth import auth_options
 from submissions.aggregates import aggregate_refresh
 from submissions.crypto import encrypt_secret
@@ -256,6 +264,11 @@ def submission_create(
 ) -> Submission:
     """Create a queued submission and enqueue its preparation once the transaction commits.
 
+    Its queries are drawn from the public generator and, at the held-out share, from the
+    operator's held-out variant packs (a round's submissions: the round's packs and share;
+    others: the packs configured now). The packs' names and digests are fixed here, so the
+    queries cannot change between creation and preparation.
+
     A team submission (``round`` is None) obeys one open submission per agent and the team's
     daily quota; a round's submissions are started by an admin and count against neither.
     The seed is secret and fresh unless given (rounds share theirs across agents).
@@ -282,12 +295,19 @@ def submission_create(
                 Team.objects.select_for_update().filter(pk=agent.team_id).first()
                 submissions_expire(agent=agent)
                 _team_submission_rules_check(agent=agent)
+            if round is not None:
+                packs = {a: p for a, p in round.packs.items() if a in chosen}
+                share = round.held_out_share
+            else:
+                packs, share = _held_out_packs_now(chosen)
             submission = Submission.objects.create(
                 agent=agent,
                 round=round,
                 seed=seed if seed is not None else new_seed(),
                 apps=chosen,
                 queries_per_app=queries_per_app,
+                packs=packs,
+                held_out_share=share if packs else 0.0,
             )
             transaction.on_commit(
                 lambda: _send_task(SUBMISSION_PREPARE_TASK, (submission.pk,), queue=CONTROL_QUEUE)
@@ -295,6 +315,26 @@ def submission_create(
     except IntegrityError:
         raise SubmissionInProgressError("this agent already has a submission in progress") from None
     return submission
+
+
+def _held_out_packs_now(apps: Sequence[str]) -> tuple[dict[str, dict[str, str]], float]:
+    """The configured held-out packs of ``apps`` (``{app: {name: sha256}}``) and the share.
+
+    Raises:
+        VariantPackError: ``NETARENA_VARIANT_DIRS`` names a missing or malformed pack.
+    """
+    packs = packs_commitment([p for app_id in apps for p in held_out_packs(app_id)])
+    return packs, (held_out_share() if packs else 0.0)
+
+
+def _packs_of(submission: Submission, app_id: str) -> list[VariantPack]:
+    """The loaded packs the submission recorded for ``app_id`` (exact name and digest).
+
+    Raises:
+        VariantPackError: one of them is not loaded in this process (or changed since).
+    """
+    recorded = submission.packs.get(app_id) or {}
+    return [find_pack(app_id, {"name": n, "sha256": d}) for n, d in sorted(recorded.items())]
 
 
 def round_create(*, apps: Sequence[str], queries_per_app: int, created_by: Any = None) -> Round:
@@ -308,6 +348,7 @@ def round_create(*, apps: Sequence[str], queries_per_app: int, created_by: Any =
         number = (Round.objects.aggregate(n=Max("number"))["n"] or 0) + 1
         seed, salt = new_seed(), new_salt()
         versions = {app_id: get_app(app_id).version for app_id in chosen}
+        packs, share = _held_out_packs_now(chosen)
         evaluation_round = Round.objects.create(
             number=number,
             seed=seed,
@@ -315,7 +356,9 @@ def round_create(*, apps: Sequence[str], queries_per_app: int, created_by: Any =
             queries_per_app=queries_per_app,
             versions=versions,
             salt=salt,
-            commitment=round_commitment(seed, versions, salt),
+            packs=packs,
+            held_out_share=share,
+            commitment=round_commitment(seed, versions, salt, packs, share),
             created_by=created_by,
         )
         for agent in Agent.objects.filter(is_active=True):
@@ -365,10 +408,16 @@ def submission_prepare(*, submission_id: int) -> None:
         return  # finished, failed or cancelled meanwhile
     if not submission.episodes.exists():
         try:
-            rows = []
+            rows: list[EpisodeRecord] = []
             for app_id in submission.apps:
-                for query in get_app(app_id).generate(submission.queries_per_app, submission.seed):
-                    rows.append(_episode_row(submission, query))
+                batch = generate_batch(
+                    get_app(app_id),
+                    submission.queries_per_app,
+                    submission.seed,
+                    packs=_packs_of(submission, app_id),
+                    share=submission.held_out_share,
+                )
+                rows.extend(_episode_row(submission, query) for query in batch)
         except Exception as exc:  # noqa: BLE001 - any generator failure fails the submission
             logger.exception("generation failed for submission %s", submission.pk)
             Submission.objects.filter(pk=submission.pk).update(

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from evaluator.app import UnknownAppError
 from evaluator.commitment import query_listing, round_commitment
 from evaluator.registry import get_app
+from evaluator.variants import VariantPackError, discover_packs, packs_commitment
 
 
 class Command(BaseCommand):
@@ -18,7 +19,8 @@ class Command(BaseCommand):
     help = (
         "Regenerate the queries of a seed exactly as a submission or round did: one JSON line "
         "per query with its fingerprint (SHA-256 of prompt and ground truth); with --salt, a "
-        "last line with the round commitment of the seed, salt and the apps' versions."
+        "last line with the round commitment of the seed, salt and the apps' versions; with "
+        "--variant-pack, the round's published packs are mixed in at --held-out-share."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -35,6 +37,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--salt", default=None, help="the revealed salt: also print the round commitment"
         )
+        parser.add_argument(
+            "--variant-pack", action="append", default=[], metavar="DIR",
+            help="a published pack directory (or a directory of packs) the round drew from; "
+            "repeatable",
+        )
+        parser.add_argument(
+            "--held-out-share", type=float, default=None,
+            help="share of queries drawn from the packs, as the round published it",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Generate and print."""
@@ -46,6 +57,13 @@ class Command(BaseCommand):
             raise CommandError("--app names no app")
         if options["count"] < 1:
             raise CommandError("--count must be at least 1")
+        try:
+            packs = discover_packs(options["variant_pack"]) if options["variant_pack"] else []
+        except VariantPackError as exc:
+            raise CommandError(str(exc)) from None
+        share = options["held_out_share"]
+        if packs and share is None:
+            raise CommandError("--variant-pack needs the round's --held-out-share")
         for app in apps:
             try:
                 rows = query_listing(
@@ -54,6 +72,8 @@ class Command(BaseCommand):
                     options["count"],
                     level=options["level"],
                     ground_truth=options["ground_truth"],
+                    packs=[p for p in packs if p.app_id == app.app_id],
+                    held_out_share=share or 0.0,
                 )
             except ValueError as exc:
                 raise CommandError(str(exc)) from None
@@ -61,5 +81,10 @@ class Command(BaseCommand):
                 self.stdout.write(json.dumps(row, sort_keys=True))
         if options["salt"] is not None:
             versions = {app.app_id: app.version for app in apps}
-            digest = round_commitment(options["seed"], versions, options["salt"])
-            self.stdout.write(json.dumps({"commitment": digest, "versions": versions}))
+            committed = packs_commitment([p for p in packs if p.app_id in versions])
+            digest = round_commitment(
+                options["seed"], versions, options["salt"], committed, share
+            )
+            self.stdout.write(
+                json.dumps({"commitment": digest, "versions": versions, "packs": committed})
+            )
