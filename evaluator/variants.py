@@ -289,8 +289,9 @@ def _valid_name(text: str) -> bool:
 
 
 def discover_packs(entries: Sequence[Path | str]) -> list[VariantPack]:
-    """Load every pack under ``entries``: each entry is a pack directory or a directory whose
-    immediate subdirectories are packs. Sorted by (app, name).
+    """Load every pack under ``entries``: each entry is a pack directory, a directory whose
+    immediate subdirectories are packs, or one level above that (``<root>/<app>/<pack>``).
+    Sorted by (app, name).
 
     Raises:
         VariantPackError: an entry that does not exist or holds no pack, a malformed pack, or
@@ -305,6 +306,11 @@ def discover_packs(entries: Sequence[Path | str]) -> list[VariantPack]:
         if not path.is_dir():
             raise VariantPackError(f"variant pack directory {path} does not exist")
         found = [p for p in sorted(path.iterdir()) if (p / PACK_MANIFEST).is_file()]
+        if not found:
+            found = sorted(
+                p for group in path.iterdir() if group.is_dir() and group.name not in _IGNORED_DIRS
+                for p in group.iterdir() if (p / PACK_MANIFEST).is_file()
+            )
         if not found:
             raise VariantPackError(f"{path} holds no variant pack (no */{PACK_MANIFEST})")
         packs.extend(load_pack(p) for p in found)
