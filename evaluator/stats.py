@@ -76,6 +76,31 @@ def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> I
     return Interval(p, max(0.0, centre - half), min(1.0, centre + half), n)
 
 
+def difference_interval(
+    successes_a: int, n_a: int, successes_b: int, n_b: int, confidence: float = CONFIDENCE
+) -> Interval:
+    """Interval of the difference of two independent rates, ``a - b`` (Newcombe 1998, method
+    10: the hybrid score interval built from each rate's Wilson interval).
+
+    For rates on two different sets of queries (an agent's held-out and public queries are not
+    the same queries, so no pairing applies). Newcombe, "Interval estimation for the difference
+    between independent proportions", Statistics in Medicine 17 (1998) 873-890.
+
+    Returns an interval with ``n = n_a + n_b``; NaN when either set is empty.
+
+    Raises:
+        ValueError: a count outside its ``[0, n]``.
+    """
+    a = wilson_interval(successes_a, n_a, confidence)
+    b = wilson_interval(successes_b, n_b, confidence)
+    if n_a == 0 or n_b == 0:
+        return Interval(_NAN, _NAN, _NAN, n_a + n_b)
+    difference = a.value - b.value
+    low = difference - math.sqrt((a.value - a.low) ** 2 + (b.high - b.value) ** 2)
+    high = difference + math.sqrt((a.high - a.value) ** 2 + (b.value - b.low) ** 2)
+    return Interval(difference, max(-1.0, low), min(1.0, high), n_a + n_b)
+
+
 def sem_interval(outcomes: Sequence[bool | float], confidence: float = CONFIDENCE) -> Interval:
     """The paper's interval: mean ± z·SEM with the population SD (``ddof=0``), clipped to [0, 1]
     for binary outcomes. NetArena §4 / its plotting scripts use z = 1.96 for 95%."""

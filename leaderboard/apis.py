@@ -56,6 +56,10 @@ def standing_to_dict(row: Standing) -> dict[str, object]:
         "correctness_by_level": {str(k): _interval(v) for k, v in row.levels.items()},
         "correctness_by_label": {k: _interval(v) for k, v in row.labels.items()},
         "safety_by_level": {str(k): _interval(v) for k, v in row.level_safety.items()},
+        "correct_and_safe_public": None if row.public is None else _interval(row.public),
+        "correct_and_safe_held_out": None if row.held_out is None else _interval(row.held_out),
+        "held_out_gap": None if row.held_out_gap is None else _interval(row.held_out_gap),
+        "overfit": row.overfit,
     }
 
 

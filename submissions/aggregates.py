@@ -28,7 +28,7 @@ from django.db.models import BigIntegerField, Count, FloatField, Q, Sum, Value
 from django.db.models.functions import Cast, Coalesce
 from scipy import stats as scipy_stats
 
-from evaluator.stats import CONFIDENCE, Interval, wilson_interval
+from evaluator.stats import CONFIDENCE, Interval, difference_interval, wilson_interval
 from submissions.models import EpisodeAggregate, EpisodeRecord
 
 #: The counted and summed columns of an aggregate row, in model order.
@@ -51,6 +51,8 @@ SUM_FIELDS: tuple[str, ...] = (
     "blast_sumsq",
     "tokens_n",
     "tokens_sum",
+    "held_out_n",
+    "held_out_correct_and_safe",
 )
 
 #: The columns that name a group.
@@ -82,6 +84,9 @@ def _aggregations() -> dict[str, Any]:
     unsafe = ~Q(safe=True)
     tokens = Q(input_tokens__isnull=False) | Q(output_tokens__isnull=False)
     token_total = Coalesce("input_tokens", Value(0)) + Coalesce("output_tokens", Value(0))
+    # the query's variant pack (evaluator.types.Query.pack); rows stored before packs existed
+    # have none and are public
+    held_out = Q(query__pack__isnull=False) & ~Q(query__pack="public")
     plain = {
         "n": Count("pk"),
         "correct": Count("pk", filter=Q(correct=True)),
@@ -101,6 +106,8 @@ def _aggregations() -> dict[str, Any]:
         "blast_sumsq": _sum(_square("blast_radius"), floats=True, filter=unsafe),
         "tokens_n": Count("pk", filter=tokens),
         "tokens_sum": _sum(token_total, floats=False, filter=tokens),
+        "held_out_n": Count("pk", filter=held_out),
+        "held_out_correct_and_safe": Count("pk", filter=held_out & Q(correct=True, safe=True)),
     }
     return {_ALIAS + name: expression for name, expression in plain.items()}
 
@@ -156,8 +163,16 @@ def aggregates_rebuild(
     grouped query, then the per-(submission, app) total rows from those. Returns the number of
     rows written.
 
-    ``episode_model``/``aggregate_model`` let a data migration pass its historical models.
+    ``episode_model``/``aggregate_model`` let a data migration pass its historical models
+    (only the columns that model has are filled).
     """
+    present = {f.name for f in aggregate_model._meta.get_fields()}
+    sum_fields = tuple(name for name in SUM_FIELDS if name in present)
+    aggregations = {
+        alias: expression
+        for alias, expression in _aggregations().items()
+        if alias[len(_ALIAS):] in present
+    }
     chosen = episode_model.objects.filter(status="done")
     existing = aggregate_model.objects.all()
     scope: dict[str, Any] = {}
@@ -168,10 +183,10 @@ def aggregates_rebuild(
     grouped = (
         chosen.order_by()
         .values(*GROUP_FIELDS)
-        .annotate(**_aggregations())
-        .values_list(*GROUP_FIELDS, *(_ALIAS + name for name in SUM_FIELDS))
+        .annotate(**aggregations)
+        .values_list(*GROUP_FIELDS, *(_ALIAS + name for name in sum_fields))
     )
-    names = (*GROUP_FIELDS, *SUM_FIELDS)
+    names = (*GROUP_FIELDS, *sum_fields)
     written = 0
     with transaction.atomic():
         existing.delete()
@@ -188,8 +203,8 @@ def aggregates_rebuild(
             aggregate_model.objects.filter(level__gt=TOTAL_LEVEL, **scope)
             .order_by()
             .values("submission_id", "app_id")
-            .annotate(**{_ALIAS + name: Sum(name) for name in SUM_FIELDS})
-            .values_list("submission_id", "app_id", *(_ALIAS + name for name in SUM_FIELDS))
+            .annotate(**{_ALIAS + name: Sum(name) for name in sum_fields})
+            .values_list("submission_id", "app_id", *(_ALIAS + name for name in sum_fields))
         )
         total_rows = [
             aggregate_model(
@@ -197,7 +212,7 @@ def aggregates_rebuild(
                 app_id=values[1],
                 level=TOTAL_LEVEL,
                 label="",
-                **dict(zip(SUM_FIELDS, values[2:], strict=True)),
+                **dict(zip(sum_fields, values[2:], strict=True)),
             )
             for values in totals
         ]
@@ -262,6 +277,8 @@ class Sums:
     blast_sumsq: float = 0.0
     tokens_n: int = 0
     tokens_sum: int = 0
+    held_out_n: int = 0
+    held_out_correct_and_safe: int = 0
 
     @classmethod
     def of(cls, values: Iterable[Any]) -> Sums:
@@ -305,6 +322,26 @@ class Sums:
     def steps_mean(self) -> float:
         """Mean steps per episode (a missing step count counts 0)."""
         return self.steps_sum / self.n if self.n else float("nan")
+
+    def public_interval(self) -> Interval:
+        """Share correct and safe on public-generator queries, 95% Wilson."""
+        return wilson_interval(
+            self.correct_and_safe - self.held_out_correct_and_safe, self.n - self.held_out_n
+        )
+
+    def held_out_interval(self) -> Interval:
+        """Share correct and safe on held-out (variant pack) queries, 95% Wilson."""
+        return wilson_interval(self.held_out_correct_and_safe, self.held_out_n)
+
+    def held_out_gap(self) -> Interval:
+        """Held-out minus public correct-and-safe rate, 95% Newcombe interval (NaN without
+        queries of either kind); docs/metrics.md "Held-out queries"."""
+        return difference_interval(
+            self.held_out_correct_and_safe,
+            self.held_out_n,
+            self.correct_and_safe - self.held_out_correct_and_safe,
+            self.n - self.held_out_n,
+        )
 
     def tokens_mean(self) -> float | None:
         """Mean reported tokens per episode over those that reported any; None if none did."""

@@ -340,6 +340,9 @@ class EpisodeAggregate(models.Model):
     # episodes that reported any tokens, and their input + output tokens
     tokens_n = models.PositiveIntegerField(default=0)
     tokens_sum = models.BigIntegerField(default=0)
+    # episodes whose query came from a held-out variant pack, and those correct and safe
+    held_out_n = models.PositiveIntegerField(default=0)
+    held_out_correct_and_safe = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -62,6 +62,19 @@ class Standing:
     level_safety: dict[int, Interval] = field(default_factory=dict)
     #: label -> its level, in (level, label) order (the spider's axis order)
     label_levels: dict[str, int] = field(default_factory=dict)
+    #: correct and safe on public-generator queries and on held-out pack queries, and the gap
+    #: (held-out minus public, Newcombe interval); NaN intervals when the submission had no
+    #: queries of one kind (docs/metrics.md "Held-out queries")
+    public: Interval | None = None
+    held_out: Interval | None = None
+    held_out_gap: Interval | None = None
+
+    @property
+    def overfit(self) -> bool:
+        """Flagged "overfit to the public generator": the gap's whole 95% interval is below 0
+        (held-out significantly below public)."""
+        gap = self.held_out_gap
+        return gap is not None and gap.n > 0 and gap.high < 0
 
     @property
     def finished_at(self) -> datetime | None:
@@ -339,6 +352,9 @@ def standing_from_sums(
         levels={k: _wilson(c, n) for k, (n, c, _) in sorted(levels.items())},
         labels={k: _wilson(c, n) for k, (n, c, _) in sorted(labels.items())},
         level_safety={k: _wilson(s, n) for k, (n, _, s) in sorted(levels.items())},
+        public=total.public_interval(),
+        held_out=total.held_out_interval() if total.held_out_n else None,
+        held_out_gap=total.held_out_gap() if total.held_out_n else None,
     )
 
 

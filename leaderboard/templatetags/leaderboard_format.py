@@ -97,6 +97,27 @@ def _num_cell(sort_value: float | None, text: str) -> SafeString:
     return format_html('<td class="num" data-value="{}">{}</td>', raw(sort_value), text)
 
 
+def held_out_cell(row: Any) -> SafeString:
+    """Held-out correct-and-safe rate and the gap to the public rate (percentage points, 95%
+    Newcombe interval); sorted by the gap. "–" when the submission had no held-out queries."""
+    held_out, gap = row.held_out, row.held_out_gap
+    if held_out is None or gap is None:
+        return mark_safe('<td class="num held-out" data-value="">–</td>')
+    return format_html(
+        '<td class="num held-out" data-value="{}" title="public {} ({} queries), held-out {} '
+        '({} queries)">{} <small>gap {} pts [{}, {}]</small></td>',
+        raw(gap.value),
+        pct(row.public.value),
+        row.public.n,
+        pct(held_out.value),
+        held_out.n,
+        pct(held_out.value),
+        f"{100 * gap.value:+.0f}",
+        f"{100 * gap.low:+.0f}",
+        f"{100 * gap.high:+.0f}",
+    )
+
+
 @register.simple_tag
 def standing_row(row: Any, selected: Any = ()) -> SafeString:
     """One ``<tr>`` of the board's table (``templates/leaderboard/index.html`` names the
@@ -106,7 +127,13 @@ def standing_row(row: Any, selected: Any = ()) -> SafeString:
     agent = row.agent
     submission = row.submission
     checked = mark_safe(" checked") if agent.pk in selected else ""
-    badge = mark_safe(' <span class="badge">reference</span>') if agent.is_reference else ""
+    badge = mark_safe(' <span class="badge">reference</span>' if agent.is_reference else "")
+    if row.overfit:
+        badge = badge + mark_safe(
+            ' <span class="badge overfit" data-testid="overfit" title="correct and safe on '
+            "held-out queries significantly below its public rate: overfit to the public "
+            'generator (docs/metrics.md)">overfit</span>'
+        )
     levels = format_html_join(
         " ",
         '<span title="level {}: {}, n={}">L{} {}</span>',
@@ -152,6 +179,7 @@ def standing_row(row: Any, selected: Any = ()) -> SafeString:
             evaluated,
             finished,
         ),
+        held_out_cell(row),
     ]
     return format_html(
         '<tr data-agent="{}">{}</tr>', agent.pk, format_html_join("", "{}", ((c,) for c in cells))
