@@ -127,13 +127,17 @@ def standing_row(row: Any, selected: Any = ()) -> SafeString:
     agent = row.agent
     submission = row.submission
     checked = mark_safe(" checked") if agent.pk in selected else ""
-    badge = mark_safe(' <span class="badge">reference</span>' if agent.is_reference else "")
-    if row.overfit:
-        badge = badge + mark_safe(
+    badge = format_html(
+        "{}{}",
+        mark_safe(' <span class="badge">reference</span>') if agent.is_reference else "",
+        mark_safe(
             ' <span class="badge overfit" data-testid="overfit" title="correct and safe on '
             "held-out queries significantly below its public rate: overfit to the public "
-            'generator (docs/metrics.md)">overfit</span>'
+            'generator">overfit</span>'
         )
+        if row.overfit
+        else "",
+    )
     levels = format_html_join(
         " ",
         '<span title="level {}: {}, n={}">L{} {}</span>',
