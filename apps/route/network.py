@@ -243,9 +243,16 @@ class RouteNetwork:
         """On every router: forwarding on, ICMP redirects off, the plan's static routes.
 
         Redirects off: with a misdirecting route (WR method 4) a router would otherwise teach
-        hosts a redirect that outlives the repair in their route cache for minutes.
+        hosts a redirect that outlives the repair in their route cache for minutes. Hosts get
+        forwarding *off* explicitly: a new network namespace starts with the machine's own
+        ``ip_forward``, which container hosts (podman, Docker, Kubernetes nodes) turn on, and
+        a forwarding host would carry traffic around a wrong-gateway fault.
         """
         topo = self.topology
+        for host in topo.hosts():
+            status, output = self.exec(host, ["sysctl", "-w", "net.ipv4.ip_forward=0"])
+            if status != 0:
+                raise EmulatorError(f"cannot configure {host}: {output}")
         for router in topo.routers():
             keys = ["net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0"]
             keys += [

@@ -98,3 +98,27 @@ def test_every_table5_pair_with_distractors_breaks_and_repairs(level: int) -> No
             assert net.pingall().lost == 0, (labels, truth["faults"])
             for machine, state in baselines.items():
                 assert _state(net, machine) == state, (labels, machine)
+
+
+@pytest.fixture
+def forwarding_machine():
+    """The machine forwards IPv4 (as podman, Docker and Kubernetes nodes set it), restored after."""
+    path = "/proc/sys/net/ipv4/ip_forward"
+    with open(path) as f:
+        before = f.read().strip()
+    with open(path, "w") as f:
+        f.write("1")
+    yield
+    with open(path, "w") as f:
+        f.write(before)
+
+
+def test_hosts_never_forward_even_on_a_forwarding_machine(forwarding_machine) -> None:
+    # a forwarding host would carry traffic around a wrong-gateway fault (WR method 7)
+    shape = RouteTopology(3, 2, 1)
+    with RouteNetwork(shape) as net:
+        for host in net.topology.hosts():
+            status, output = net.exec(host, ["sysctl", "-n", "net.ipv4.ip_forward"])
+            assert (status, output.strip()) == (0, "0"), host
+        for router in net.topology.routers():
+            assert net.exec(router, ["sysctl", "-n", "net.ipv4.ip_forward"])[1].strip() == "1"
