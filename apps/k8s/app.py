@@ -37,7 +37,7 @@ from evaluator.sampling import HEALTHY_SHARE
 from evaluator.types import JSON, Query, StepResult, Verdict
 from kubernetes.client.rest import ApiException
 
-from apps.k8s import crosscheck, prompt, reference
+from apps.k8s import crosscheck, manifests, prompt, reference, scripted
 from apps.k8s.cluster.config import ClusterConfig
 from apps.k8s.cluster.control_plane import ClusterError
 from apps.k8s.cluster.netns import NetnsError
@@ -87,6 +87,18 @@ def cluster_faults(action: str) -> Iterator[None]:
 class K8sEpisode(Episode):
     """One agent attempt at one k8s query in a private namespace.
 
+    Reset takes a namespace holding the public healthy set
+    (:func:`apps.k8s.manifests.healthy_policies`), checks it against the *public* intended
+    connectivity (:func:`apps.k8s.manifests.expected_edges`), then writes the query's starting
+    policies over it and measures the mismatches against the *query's* intended connectivity
+    ``ground_truth["expected"]`` from then on. The starting policies are
+    ``ground_truth["policies"][name]`` for every name of ``ground_truth["repair"]`` plus every
+    ``{name: policy}`` of the optional ``ground_truth["baseline"]`` (created when the public
+    set has no policy of that name). Public queries have no baseline and expect the public
+    connectivity; a variant pack (docs/writing-a-variant-pack.md, "k8s packs") may declare
+    another intended connectivity and another healthy set, as long as the repair (applied by
+    the oracle) together with the baseline and the untouched public policies realises it.
+
     Options: ``max_steps`` (default :attr:`K8sApp.max_steps`), ``command_timeout_s`` (10),
     ``output_cap_bytes`` (16 KiB), ``cluster_config`` (default instance), ``cross_check``
     (True; tests of the judge itself may turn it off), ``pool`` (take the namespace from the
@@ -135,10 +147,17 @@ class K8sEpisode(Episode):
         }  # fmt: skip
 
     # helpers ------------------------------------------------------------------------------
-    def _measure(self, *, check: bool, wait: bool = True) -> list[Mismatch]:
-        """Probe and return the mismatches. When ``check`` (pods or policies changed), first
-        wait for the dataplane (unless not ``wait``: nothing was written since the last
-        barrier) and afterwards cross-check the matrix with the policies."""
+    def _measure(
+        self,
+        *,
+        check: bool,
+        wait: bool = True,
+        expected: set[tuple[str, str, str]] | None = None,
+    ) -> list[Mismatch]:
+        """Probe and return the mismatches against ``expected`` (default: the query's
+        intended connectivity). When ``check`` (pods or policies changed), first wait for the
+        dataplane (unless not ``wait``: nothing was written since the last barrier) and
+        afterwards cross-check the matrix with the policies."""
         assert self.ns is not None
         t0 = time.perf_counter()
         if check and wait:
@@ -154,9 +173,20 @@ class K8sEpisode(Episode):
                              self.ns.cluster.config)
             self._crosschecks += 1
             self.timings["crosscheck_s"].append(time.perf_counter() - t2)
-        return mismatches(self.expected, service_matrix(pod_matrix, apps))
+        intended = self.expected if expected is None else expected
+        return mismatches(intended, service_matrix(pod_matrix, apps))
 
     # Episode API --------------------------------------------------------------------------
+    def _starting_policies(self) -> dict[str, Any]:
+        """The policies written over the healthy public set at reset, by name: the injected
+        version (``ground_truth["policies"][name]``) of every name in ``ground_truth["repair"]``
+        and every entry of the optional ``ground_truth["baseline"]`` (see the class
+        docstring). Empty for a public healthy control."""
+        truth = self.query.ground_truth
+        written = {name: truth["policies"][name] for name in truth.get("repair") or {}}
+        written.update(truth.get("baseline") or {})
+        return written
+
     def reset(self) -> str:
         """See :meth:`_reset`; a cluster that stops answering is an :class:`EmulatorError`."""
         with cluster_faults("reset"):
@@ -184,27 +214,25 @@ class K8sEpisode(Episode):
             self.ns = EpisodeNamespace(cluster)
         self._home = Path(tempfile.mkdtemp(prefix=f"{self.ns.name}-home-"))
         try:
-            from apps.k8s.manifests import healthy_policies
-
             if self._pool is None:
-                self.ns.create(healthy_policies())
-            healthy = self._measure(check=True, wait=self._pool is None)
+                self.ns.create(manifests.healthy_policies())
+            public = manifests.expected_edges()
+            healthy = self._measure(check=True, wait=self._pool is None, expected=public)
             if healthy:
                 raise EmulatorError(
                     f"healthy namespace {self.ns.name} has {len(healthy)} mismatches: "
                     f"{healthy[:5]}"
                 )
-            if self.query.ground_truth.get("healthy"):
-                initial = healthy  # a healthy control: nothing is injected
-            else:
-                faulted = {
-                    name: self.query.ground_truth["policies"][name]
-                    for name in self.query.ground_truth["repair"]
-                }
-                self.ns.replace_policies(faulted)
+            written = self._starting_policies()
+            if written:
+                self.ns.replace_policies(written)
                 initial = self._measure(check=True)
-                if not initial:
-                    raise EmulatorError(f"injected faults {self.query.label} left no mismatch")
+            elif self.expected == public:
+                initial = healthy  # a public healthy control: nothing is written
+            else:
+                initial = self._measure(check=False)
+            if not initial and not self.query.ground_truth.get("healthy"):
+                raise EmulatorError(f"injected faults {self.query.label} left no mismatch")
             self._fingerprint = self.ns.fingerprint()
         except BaseException:
             self.close()
@@ -431,6 +459,12 @@ class K8sApp(App):
     def heuristic_reply(self, history: list[JSON]) -> str:
         """Report-driven floor agent without ground truth (:func:`reference.heuristic_reply`)."""
         return reference.heuristic_reply(history)
+
+    def scripted_reply(self, history: list[JSON]) -> str:
+        """The scripted agent written against the public generator
+        (:func:`apps.k8s.scripted.scripted_reply`): no model, no ground truth; it puts the
+        public healthy policy set back."""
+        return scripted.scripted_reply(history)
 
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """Hand-written (situation, next command) pairs for few-shot prompting."""
