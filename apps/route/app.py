@@ -410,6 +410,13 @@ class RouteApp(App):
         """Scripted operator without ground truth (see :func:`reference.heuristic_reply`)."""
         return reference.heuristic_reply(history)
 
+    def scripted_reply(self, history: list[JSON]) -> str:
+        """The scripted agent written against the public fault catalogue
+        (:func:`apps.route.scripted.scripted_reply`): no model, no ground truth."""
+        from apps.route.scripted import scripted_reply
+
+        return scripted_reply(history)
+
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """Hand-written (situation, next command) pairs for few-shot prompting."""
         return list(EXAMPLES)
