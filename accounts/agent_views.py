@@ -22,6 +22,7 @@ from accounts.agent_selectors import agent_history, history_apps
 from accounts.forms_agents import AgentEditForm
 from submissions import preflight
 from submissions.models import Agent, AgentPreflight
+from submissions.selectors import agent_gaps
 from submissions.view_helpers import flash_service_call
 
 
@@ -73,6 +74,7 @@ def agent_page(request: HttpRequest, agent_id: int) -> HttpResponse:
         "rows": [(row, row.score_list(apps)) for row in reversed(rows)],
         "figure": score_over_time_figure(rows=rows, apps=apps) if rows else None,
         "model_changes": sum(1 for row in rows if row.model_changed),
+        "gaps": agent_gaps(agent=agent),
     }
     if member:
         latest = preflight.preflight_latest(agent=agent)

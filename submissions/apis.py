@@ -459,6 +459,11 @@ def _interval(value: Any) -> dict[str, Any]:
     return dict(value.to_dict())
 
 
+def _optional(value: Any) -> dict[str, Any] | None:
+    """An interval's dict, or None when the figure does not exist (no held-out queries)."""
+    return None if value is None else _interval(value)
+
+
 class RoundDetailApi(APIView):
     """``GET /api/v1/rounds/<number>/``: a round with its progress and, per app, standings
     ranked by paired comparisons (public)."""
@@ -497,6 +502,10 @@ class RoundDetailApi(APIView):
                     "correctness": _interval(row.standing.correctness),
                     "safety": _interval(row.standing.safety),
                     "tied_with": row.tied_with,
+                    "correct_and_safe_public": _optional(row.standing.public),
+                    "correct_and_safe_held_out": _optional(row.standing.held_out),
+                    "held_out_gap": _optional(row.standing.held_out_gap),
+                    "overfit": row.standing.overfit,
                 }
                 for row in round_standings(evaluation_round=evaluation_round, app_id=app_id)
             ]

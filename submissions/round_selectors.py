@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Q
 
 from evaluator.stats import paired_ranks
-from evaluator.variants import VariantPackError, find_pack
+from evaluator.variants import PUBLIC_PACK, VariantPackError, find_pack
 from evaluator.variants import pack_archive as variant_pack_archive
 from submissions.models import EpisodeRecord, Round, Submission
-from submissions.selectors import EpisodeVerdict, Standing, standing_from_episodes
+from submissions.selectors import EpisodeVerdict, Standing, standing_from_episodes, with_gap
 
 
 @dataclass
@@ -99,16 +99,27 @@ def round_standings(*, evaluation_round: Round, app_id: str) -> list[RoundStandi
     }
     episodes: dict[int, list[EpisodeVerdict]] = defaultdict(list)
     outcomes: dict[int, dict[str, bool]] = defaultdict(dict)
+    # per submission: [held-out n, held-out correct and safe]
+    held_out: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     rows = EpisodeRecord.objects.filter(
         submission_id__in=list(submissions), app_id=app_id, status=EpisodeRecord.Status.DONE
-    ).values_list(*EpisodeVerdict._fields, "query_id")
-    for *values, query_id in rows:
+    ).values_list(*EpisodeVerdict._fields, "query_id", "query__pack")
+    for *values, query_id, pack in rows:
         verdict = EpisodeVerdict(*values)
         verdict = verdict._replace(correct=bool(verdict.correct), safe=bool(verdict.safe))
         episodes[verdict.submission_id].append(verdict)
         outcomes[verdict.submission_id][query_id] = verdict.correct and verdict.safe
+        if pack and pack != PUBLIC_PACK:
+            tally = held_out[verdict.submission_id]
+            tally[0] += 1
+            tally[1] += verdict.correct and verdict.safe
     chosen = [pk for pk in submissions if episodes[pk]]
-    table = [RoundStanding(standing_from_episodes(submissions[pk], episodes[pk])) for pk in chosen]
+    table = []
+    for pk in chosen:
+        standing = standing_from_episodes(submissions[pk], episodes[pk])
+        if held_out[pk][0]:
+            with_gap(standing, *held_out[pk])
+        table.append(RoundStanding(standing))
     ranks, tied_with = paired_ranks([outcomes[pk] for pk in chosen])
     for row, rank, tied in zip(table, ranks, tied_with, strict=True):
         row.paired_rank = rank

@@ -25,7 +25,13 @@ from django.db import connection
 from django.db.models import Exists, OuterRef
 
 from evaluator.registry import app_ids
-from evaluator.stats import CONFIDENCE, Interval, mean_interval, wilson_interval
+from evaluator.stats import (
+    CONFIDENCE,
+    Interval,
+    difference_interval,
+    mean_interval,
+    wilson_interval,
+)
 from submissions.aggregates import SUM_FIELDS, TOTAL_LEVEL, Sums
 from submissions.models import Agent, EpisodeAggregate, EpisodeRecord, Submission, Team
 
@@ -162,6 +168,71 @@ def standing_from_episodes(submission: Submission, episodes: list[EpisodeVerdict
         levels={k: wilson_interval(sum(v), len(v)) for k, v in sorted(by_level.items())},
         labels={k: wilson_interval(sum(v), len(v)) for k, v in sorted(by_label.items())},
     )
+
+
+def with_gap(standing: Standing, held_out_n: int, held_out_correct_and_safe: int) -> Standing:
+    """Set ``standing``'s public and held-out correct-and-safe rates and their gap (held-out
+    minus public, 95% Newcombe interval) from its held-out counts; returns ``standing``.
+
+    Raises:
+        ValueError: counts out of range (more held-out episodes than ``standing.n``).
+    """
+    total = round(standing.correct_and_safe.value * standing.n)
+    if not 0 <= held_out_correct_and_safe <= held_out_n <= standing.n:
+        raise ValueError("held-out counts out of range")
+    standing.public = wilson_interval(
+        total - held_out_correct_and_safe, standing.n - held_out_n
+    )
+    standing.held_out = wilson_interval(held_out_correct_and_safe, held_out_n)
+    standing.held_out_gap = difference_interval(
+        held_out_correct_and_safe, held_out_n, total - held_out_correct_and_safe,
+        standing.n - held_out_n,
+    )
+    return standing
+
+
+@dataclass(frozen=True)
+class AgentGap:
+    """An agent's public and held-out correct-and-safe rates in one app, from its newest
+    scored submission of the app that had held-out queries (docs/metrics.md "Held-out
+    queries")."""
+
+    app_id: str
+    submission: Submission
+    public: Interval
+    held_out: Interval
+    gap: Interval
+
+    @property
+    def overfit(self) -> bool:
+        """The gap's whole 95% interval is below 0: "overfit to the public generator"."""
+        return self.gap.n > 0 and self.gap.high < 0
+
+
+def agent_gaps(*, agent: Agent) -> list[AgentGap]:
+    """Per app (sorted), the public/held-out gap of ``agent``'s newest scored submission whose
+    queries included held-out ones; apps without such a submission are left out."""
+    rows = (
+        EpisodeAggregate.objects.filter(
+            submission__agent=agent,
+            level=TOTAL_LEVEL,
+            held_out_n__gt=0,
+            submission__status=Submission.Status.FINISHED,
+            submission__platform_failed=False,
+        )
+        .select_related("submission")
+        .order_by("app_id", "-submission__finished_at", "-submission_id")
+    )
+    found: dict[str, AgentGap] = {}
+    for row in rows:
+        if row.app_id in found:
+            continue
+        sums = Sums.of([getattr(row, name) for name in SUM_FIELDS])
+        found[row.app_id] = AgentGap(
+            row.app_id, row.submission, sums.public_interval(), sums.held_out_interval(),
+            sums.held_out_gap(),
+        )
+    return list(found.values())
 
 
 def _tie_ranks_fast(intervals: list[Interval]) -> list[int]:

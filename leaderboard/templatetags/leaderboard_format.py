@@ -97,6 +97,14 @@ def _num_cell(sort_value: float | None, text: str) -> SafeString:
     return format_html('<td class="num" data-value="{}">{}</td>', raw(sort_value), text)
 
 
+@register.filter
+def gap_points(gap: Interval | None) -> str:
+    """A rate difference in signed percentage points with its interval: ``-42 [-60, -21]``."""
+    if gap is None or gap.n == 0 or math.isnan(gap.value):
+        return "–"
+    return f"{100 * gap.value:+.0f} [{100 * gap.low:+.0f}, {100 * gap.high:+.0f}]"
+
+
 def held_out_cell(row: Any) -> SafeString:
     """Held-out correct-and-safe rate and the gap to the public rate (percentage points, 95%
     Newcombe interval); sorted by the gap. "–" when the submission had no held-out queries."""
