@@ -34,7 +34,12 @@ class EmulatorError(EvaluatorError):
     Attributes:
         details: JSON evidence kept with the episode's infrastructure failure (e.g. the k8s
             cross-check's expected and measured matrices); ``{}`` by default.
+        judge_disagreement: True for failures where the judge itself may be wrong (the
+            enforcement differs from the specification's reading): never charged to the agent,
+            even when raised after its reply (``evaluator.runner.agent_could_cause``).
     """
+
+    judge_disagreement: bool = False
 
     def __init__(self, *args: object, details: JSON | None = None) -> None:
         super().__init__(*args)

@@ -35,6 +35,12 @@ INFRASTRUCTURE_BACKOFF_S = (0.5, 2.0)
 #: output (``"bad_output:RecursionError"``): the agent's failure, scored incorrect and unsafe
 #: (a reply that crashes the judge must not drop the query from the score).
 BAD_OUTPUT = "bad_output"
+#: ``failure`` prefix of an episode every attempt of which failed in the emulator *after* the
+#: agent had acted (its code ran out of time on a busy host, the dataplane or the enforcer
+#: failed after its write): ``"agent_caused:SandboxOverloadedError"``. The agent could have
+#: produced the fault, so after the retries it is scored as the agent's failure, never left
+#: out as infrastructure (docs/metrics.md, "Infrastructure failures").
+AGENT_CAUSED = "agent_caused"
 #: Characters of agent replies kept in full per episode for re-judging
 #: (``EpisodeResult.replay``); an episode whose replies are longer is recorded as not
 #: replayable (``replay = None``) rather than replayed from a cut transcript.
@@ -118,8 +124,40 @@ def run_episode(
     random one); an oracle vault entry deposited under it must outlive the call.
 
     Raises:
-        EmulatorError: the emulator itself failed (infrastructure; the caller may retry).
+        EmulatorError: the emulator itself failed (infrastructure; the caller may retry). When
+            it failed in ``step`` or ``verdict`` after the agent's first reply, the exception
+            carries ``after_agent_reply = True`` (see :func:`agent_could_cause`).
     """
+    try:
+        return _run_episode(app, query, client, max_steps=max_steps, episode_id=episode_id)
+    except EmulatorError as exc:
+        if not hasattr(exc, "after_agent_reply"):
+            exc.after_agent_reply = False  # type: ignore[attr-defined]
+        raise
+
+
+def agent_could_cause(exc: EmulatorError) -> bool:
+    """True when the agent could have produced this emulator failure: it was raised after the
+    agent's first reply (while applying a step or judging the final state), and it is not
+    one where the judge itself may be wrong (a cross-check disagreement, whose exception sets
+    ``judge_disagreement = True``) or a missing tool."""
+    from evaluator.app import DependencyMissingError
+
+    return (
+        bool(getattr(exc, "after_agent_reply", False))
+        and not getattr(exc, "judge_disagreement", False)
+        and not isinstance(exc, DependencyMissingError)
+    )
+
+
+def _run_episode(
+    app: App,
+    query: Query,
+    client: AgentClient,
+    *,
+    max_steps: int | None,
+    episode_id: str | None,
+) -> EpisodeResult:
     budget = max_steps if max_steps is not None else app.max_steps
     episode_id = episode_id or new_episode_id()
     transcript = _Transcript()
@@ -152,7 +190,8 @@ def run_episode(
             transcript.add("assistant", reply.text, latency_s=reply.latency_s)
             try:
                 result = episode.step(reply.text)
-            except EmulatorError:
+            except EmulatorError as exc:
+                exc.after_agent_reply = True  # type: ignore[attr-defined]
                 raise
             except Exception as exc:  # noqa: BLE001 - agent output broke the judge: its failure
                 output_failure = _bad_output(exc)
@@ -166,7 +205,8 @@ def run_episode(
         if output_failure is None:
             try:
                 verdict = episode.verdict()
-            except EmulatorError:
+            except EmulatorError as exc:
+                exc.after_agent_reply = replies > 0  # type: ignore[attr-defined]
                 raise
             except Exception as exc:  # noqa: BLE001 - as above, while judging the final state
                 output_failure = _bad_output(exc)
@@ -239,10 +279,15 @@ def run_episode_guarded(
     as :meth:`EpisodeResult.for_infrastructure_failure` (``result.infrastructure`` is set);
     before attempt ``k + 1`` it waits ``backoff_s[k - 1]`` seconds (the last value repeats).
     Every attempt uses the same ``episode_id`` (default: one fresh random token).
+
+    When every attempt failed after the agent had acted (:func:`agent_could_cause`), the
+    result is instead the agent's failure, ``failure = "agent_caused:<ExceptionType>"``,
+    incorrect and unsafe: a fault the agent could have produced never drops its query.
     """
     episode_id = episode_id or new_episode_id()
     last_error = ""
     last_details: JSON = {}
+    caused_by_agent = True
     for attempt in range(1, INFRASTRUCTURE_ATTEMPTS + 1):
         if attempt > 1 and backoff_s:
             time.sleep(backoff_s[min(attempt - 2, len(backoff_s) - 1)])
@@ -251,10 +296,32 @@ def run_episode_guarded(
         except EmulatorError as exc:
             last_error = f"{type(exc).__name__}: {exc}"
             last_details = exc.details
+            caused_by_agent = caused_by_agent and agent_could_cause(exc)
             logger.warning("episode %s attempt %d: %s", query.query_id, attempt, last_error)
+    if caused_by_agent:
+        return _agent_caused(query, last_error, last_details)
     return EpisodeResult.for_infrastructure_failure(
         query,
         last_error,
         attempts=INFRASTRUCTURE_ATTEMPTS,
         details=clip_json(last_details, max_bytes=DETAILS_MAX_BYTES) if last_details else None,
+    )
+
+
+def _agent_caused(query: Query, error: str, evidence: JSON) -> EpisodeResult:
+    """The scored result of an episode whose every attempt failed after the agent acted."""
+    kind = error.partition(":")[0] or "EmulatorError"
+    details: JSON = {"error": error[:2000], "agent_caused": True}
+    if evidence:
+        details["evidence"] = clip_json(evidence, max_bytes=DETAILS_MAX_BYTES)
+    return EpisodeResult.for_query(
+        query,
+        correct=False,
+        safe=False,
+        latency_s=0.0,
+        wall_s=0.0,
+        agent_s=0.0,
+        steps=0,
+        failure=f"{AGENT_CAUSED}:{kind}",
+        details=details,
     )

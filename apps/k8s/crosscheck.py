@@ -37,6 +37,10 @@ class CrossCheckError(EmulatorError):
             "measured"}, ...]}`` with matrices ``{"ns/src": {"ns/dst": {"TCP/80": bool}}}``.
     """
 
+    #: the enforcer and the reference reading disagree: the judge may be wrong, so this is
+    #: infrastructure even after the agent's write (evaluator.runner.agent_could_cause)
+    judge_disagreement = True
+
     def __init__(self, message: str, details: dict[str, Any]) -> None:
         super().__init__(message, details=details)
 

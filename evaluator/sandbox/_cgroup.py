@@ -39,6 +39,8 @@ CGROUP_PARENT_ENV = "NETARENA_SANDBOX_CGROUP"
 #: Environment variable that lets agent code run without any memory cgroup (``1``):
 #: development machines only; the sandbox then cannot bound shared memory.
 ALLOW_NO_CGROUP_ENV = "NETARENA_SANDBOX_ALLOW_NO_CGROUP"
+#: Name prefix of every sandboxed run's group (``<prefix><worker pid>-<run id>``).
+SANDBOX_GROUP_PREFIX = "netarena-sbx-"
 #: Name of the default v2 subtree (next to this process's own cgroup).
 V2_SUBTREE = "netarena-sandbox"
 
@@ -194,6 +196,26 @@ class Cgroup:
             return [int(t) for t in path.read_text().split()]
         except (OSError, ValueError, KeyError):
             return []
+
+    def sandbox_task_ids(self) -> list[int]:
+        """Host ids of every task in *any* sandboxed run's group beside this one (this run's
+        included): the groups named :data:`SANDBOX_GROUP_PREFIX` under the same parent, i.e.
+        the agent code of every episode of every worker that shares this cgroup tree.
+
+        The overload excuse subtracts them from the host's load: load made by sandboxed agent
+        code (the agent's own other episodes above all) never excuses a timeout.
+        """
+        directory = self.dirs.get("v2") if self.version == 2 else self.dirs.get("memory")
+        if directory is None:
+            return []
+        name = "cgroup.threads" if self.version == 2 else "tasks"
+        found: list[int] = []
+        for group in directory.parent.glob(f"{SANDBOX_GROUP_PREFIX}*"):
+            try:
+                found += [int(t) for t in (group / name).read_text().split()]
+            except (OSError, ValueError):
+                continue  # removed meanwhile
+        return found
 
     def add(self, pid: int) -> None:
         """Move the host process ``pid`` (and its future children) into the group(s).

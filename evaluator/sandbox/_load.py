@@ -7,10 +7,14 @@ its budget on an idle host can still run out of wall-clock time, and that is the
 fault, not the agent's (developers' guide: "where the judge could itself be wrong ... the
 episode is an infrastructure failure"). The parent therefore samples, while agent code runs,
 how many *other* tasks were runnable per CPU: the kernel's ``procs_running`` (``/proc/stat``,
-proc(5)) minus the run's own running tasks (read from its cgroup, so the agent cannot inflate
-the figure: everything it starts is in that group and is subtracted) minus the sampling
-thread itself. It also sums how long the run's own tasks waited on a run queue (``run_delay``
-of ``/proc/<tid>/schedstat``, the kernel's sched-stats documentation). A timeout becomes
+proc(5)) minus the running tasks of every sandboxed run on the host (read from their cgroups,
+so an agent cannot inflate the figure: everything it starts, in this episode or in any other
+concurrent episode on any worker sharing the cgroup tree, is in such a group and is
+subtracted) minus the sampling thread itself. Load made by agent code therefore never
+excuses a timeout: an agent that busy-loops in two concurrent episodes gets two timeouts, not
+two unscored episodes (docs/metrics.md, "Infrastructure failures"). It also sums how long the
+run's own tasks waited on a run queue (``run_delay`` of ``/proc/<tid>/schedstat``, the
+kernel's sched-stats documentation). A timeout becomes
 :class:`SandboxOverloadedError` (infrastructure, retried by the runner) only when both hold:
 the mean over the call reaches :data:`OVERLOAD_RUNNABLE_PER_CPU` *and* the agent's tasks
 waited for a CPU at least :data:`STARVED_SHARE` of ``wall_timeout_s``. Code that sleeps or
@@ -83,12 +87,22 @@ class LoadMeter:
     """Samples of other runnable tasks per CPU during one call.
 
     Args:
-        run_tasks: returns the task (thread) ids of the run's cgroup; called once per sample.
+        run_tasks: returns the task (thread) ids of the run's cgroup; called once per sample
+            (their run-queue waits are the starvation measure).
+        agent_tasks: returns the task ids of every sandboxed run on the host, this one's
+            included (subtracted from the host's load); default: ``run_tasks``.
         cpus: CPUs this process may use (default: its affinity mask).
     """
 
-    def __init__(self, run_tasks: Callable[[], list[int]], cpus: int | None = None) -> None:
+    def __init__(
+        self,
+        run_tasks: Callable[[], list[int]],
+        cpus: int | None = None,
+        *,
+        agent_tasks: Callable[[], list[int]] | None = None,
+    ) -> None:
         self.run_tasks = run_tasks
+        self.agent_tasks = agent_tasks or run_tasks
         self.cpus = cpus or len(os.sched_getaffinity(0)) or 1
         self.samples: list[float] = []
         self._last_s = float("-inf")
@@ -104,8 +118,9 @@ class LoadMeter:
             delay = run_delay_ns(tid)
             if delay is not None:
                 self._delay_ns[tid] = delay
+        agents = tids if self.agent_tasks is self.run_tasks else self.agent_tasks()
         try:
-            others = procs_running() - running_tasks(tids) - 1  # minus this thread
+            others = procs_running() - running_tasks(agents) - 1  # minus this thread
         except (OSError, ValueError):
             return
         self.samples.append(max(others, 0) / self.cpus)

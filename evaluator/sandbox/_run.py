@@ -15,6 +15,7 @@ from typing import Any
 from evaluator.sandbox import _bwrap, _zygote
 from evaluator.sandbox._cgroup import (
     ALLOW_NO_CGROUP_ENV,
+    SANDBOX_GROUP_PREFIX,
     Cgroup,
     CgroupUnavailableError,
     no_cgroup_allowed,
@@ -290,7 +291,7 @@ def _run(
         _share(held, plan, program, argument)
     payload = _pickle_payload(code, function, preamble, argument, warm_shared, limits)
     uid = _bwrap.allocate_uid()
-    cgroup = _make_cgroup(f"netarena-sbx-{os.getpid()}-{uid}", limits, raise_unavailable)
+    cgroup = _make_cgroup(f"{SANDBOX_GROUP_PREFIX}{os.getpid()}-{uid}", limits, raise_unavailable)
     if isinstance(cgroup, SandboxResult):
         return cgroup
     controls: tuple[str, ...] = ("bwrap", "uid", "rlimits", "ipc_limits")
@@ -331,7 +332,11 @@ def _run(
                 if seccomp_fd is not None:
                     os.close(seccomp_fd)
         run = Run(t_start=time.monotonic() if held else t_start, limits=limits)
-        meter = LoadMeter(cgroup.task_ids) if cgroup is not None else None
+        meter = (
+            LoadMeter(cgroup.task_ids, agent_tasks=cgroup.sandbox_task_ids)
+            if cgroup is not None
+            else None
+        )
         try:
             try:
                 io_loop(proc, read_fd, payload, run, meter)

@@ -70,9 +70,25 @@ def test_an_exception_while_judging_the_final_state_is_the_agents_failure() -> N
     assert result.failure == "bad_output:KeyError" and result.scored
 
 
-def test_an_emulator_fault_stays_infrastructure() -> None:
+def test_an_emulator_fault_after_the_agents_reply_is_charged_to_the_agent() -> None:
+    """Every attempt failed after the agent had acted: the agent could have caused it, so the
+    query is scored as its failure (never dropped as infrastructure)."""
     app = HostileApp(verdict_error=EmulatorError("bridge vanished"))
-    result = run_episode_guarded(app, app.generate(1, 1)[0], ScriptedClient(["x"]))
+    result = run_episode_guarded(app, app.generate(1, 1)[0], ScriptedClient(["x"] * 3),
+                                 backoff_s=())
+    assert result.infrastructure is None and result.scored
+    assert result.failure == "agent_caused:EmulatorError"
+    assert not result.correct and not result.safe
+    assert result.details["agent_caused"] and "bridge vanished" in result.details["error"]
+
+
+def test_a_judge_disagreement_after_the_reply_stays_infrastructure() -> None:
+    class Disagreement(EmulatorError):
+        judge_disagreement = True
+
+    app = HostileApp(verdict_error=Disagreement("enforcement differs from the model"))
+    result = run_episode_guarded(app, app.generate(1, 1)[0], ScriptedClient(["x"] * 3),
+                                 backoff_s=())
     assert result.infrastructure is not None and not result.scored
 
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -126,3 +127,46 @@ def test_agent_load_of_its_own_making_is_never_excused() -> None:
     limits = SandboxLimits(wall_timeout_s=3.0, cpu_time_s=30.0, max_processes=8)
     result = run_function(code, "f", None, limits=limits)
     assert result.failure == "timeout", result
+
+
+FORKING_SPIN = (
+    "import os\n"
+    "def f(x):\n"
+    "    for _ in range(5):\n"
+    "        if os.fork() == 0:\n"
+    "            break\n"
+    "    while True:\n"
+    "        pass\n"
+)
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_an_agents_concurrent_episodes_never_excuse_each_others_timeouts() -> None:
+    """Two episodes of one agent (two workers) each spin in six processes: each run sees the
+    other's spinners on the host, but they are sandboxed agent code, so both timeouts are
+    the agent's (before, both ended as infrastructure and went unscored)."""
+    require_tool("bwrap")
+    require_root()
+    limits = SandboxLimits(wall_timeout_s=3.0, cpu_time_s=30.0, max_processes=8)
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(run_function, FORKING_SPIN, "f", None, limits=limits)
+                   for _ in range(2)]
+        results = [future.result() for future in futures]  # SandboxOverloadedError would raise
+    assert [r.failure for r in results] == ["timeout", "timeout"], results
+
+
+def test_meter_subtracts_every_sandboxed_task_it_is_given() -> None:
+    spinners = _spinners(2)
+    try:
+        time.sleep(0.2)
+        pids = [p.pid for p in spinners]
+        # the run owns one spinner; the other belongs to another sandboxed run
+        meter = LoadMeter(lambda: pids[:1], cpus=1, agent_tasks=lambda: pids)
+        own_only = LoadMeter(lambda: pids[:1], cpus=1)
+        for step in range(MIN_SAMPLES):
+            meter.sample(step * 1.0)
+            own_only.sample(step * 1.0)
+        assert own_only.mean() >= meter.mean() + 0.5
+    finally:
+        _stop(spinners)
