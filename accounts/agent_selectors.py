@@ -43,6 +43,8 @@ class HistoryRow:
 
     submission: Submission
     scores: dict[str, AppScore] = field(default_factory=dict)
+    #: episodes of the submission the evaluator could not run (infrastructure failures)
+    infra_failures: int = 0
     models: list[str] = field(default_factory=list)
     model_changed: bool = False
     previous_models: list[str] = field(default_factory=list)
@@ -75,6 +77,12 @@ def agent_history(*, agent: Agent) -> list[HistoryRow]:
         row = rows.get(item["submission_id"])
         if row is not None:
             row.scores[item["app_id"]] = AppScore(item["app_id"], item["n"], item["good"])
+    errors = EpisodeRecord.objects.filter(
+        submission__agent=agent, status=EpisodeRecord.Status.ERROR
+    ).values("submission_id").annotate(n=Count("pk"))
+    for failed in errors:
+        if failed["submission_id"] in rows:
+            rows[failed["submission_id"]].infra_failures = failed["n"]
     reported: dict[int, set[str]] = defaultdict(set)
     pairs = (
         EpisodeRecord.objects.filter(submission__agent=agent)
@@ -93,6 +101,14 @@ def agent_history(*, agent: Agent) -> list[HistoryRow]:
                 row.previous_models = previous
             previous = row.models
     return list(rows.values())
+
+
+def infra_failure_share(rows: list[HistoryRow]) -> tuple[int, int]:
+    """``(infrastructure failures, episodes that ended)`` over all of ``rows``' submissions:
+    the agent's infrastructure-failure rate (docs/metrics.md, "Infrastructure failures")."""
+    failures = sum(row.infra_failures for row in rows)
+    scored = sum(score.n for row in rows for score in row.scores.values())
+    return failures, failures + scored
 
 
 def history_apps(rows: list[HistoryRow]) -> list[str]:

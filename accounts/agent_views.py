@@ -18,7 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.agent_plots import score_over_time_figure
-from accounts.agent_selectors import agent_history, history_apps
+from accounts.agent_selectors import agent_history, history_apps, infra_failure_share
 from accounts.forms_agents import AgentEditForm
 from submissions import preflight
 from submissions.models import Agent, AgentPreflight
@@ -75,6 +75,7 @@ def agent_page(request: HttpRequest, agent_id: int) -> HttpResponse:
         "figure": score_over_time_figure(rows=rows, apps=apps) if rows else None,
         "model_changes": sum(1 for row in rows if row.model_changed),
         "gaps": agent_gaps(agent=agent),
+        "infra": infra_failure_share(rows),
     }
     if member:
         latest = preflight.preflight_latest(agent=agent)

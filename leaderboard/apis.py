@@ -59,6 +59,8 @@ def standing_to_dict(row: Standing) -> dict[str, object]:
         "correct_and_safe_public": None if row.public is None else _interval(row.public),
         "correct_and_safe_held_out": None if row.held_out is None else _interval(row.held_out),
         "held_out_gap": None if row.held_out_gap is None else _interval(row.held_out_gap),
+        "infra_failures": row.infra_failures,
+        "infra_failure_rate": row.infra_failure_rate,
         "overfit": row.overfit,
     }
 

@@ -22,7 +22,7 @@ from statistics import NormalDist
 from typing import Any, NamedTuple
 
 from django.db import connection
-from django.db.models import Exists, OuterRef
+from django.db.models import Count, Exists, OuterRef
 
 from evaluator.registry import app_ids
 from evaluator.stats import (
@@ -74,6 +74,15 @@ class Standing:
     public: Interval | None = None
     held_out: Interval | None = None
     held_out_gap: Interval | None = None
+    #: episodes of the submission in this app the evaluator could not run (left out of every
+    #: figure above; docs/metrics.md "Infrastructure failures")
+    infra_failures: int = 0
+
+    @property
+    def infra_failure_rate(self) -> float:
+        """Infrastructure failures over all episodes that ended (scored + failures), 0..1."""
+        total = self.n + self.infra_failures
+        return self.infra_failures / total if total else 0.0
 
     @property
     def overfit(self) -> bool:
@@ -388,11 +397,20 @@ def standings_page(
             group[1] += correct
             group[2] += safe
         label_levels[submission_id].setdefault(label, level)
+    infra = dict(
+        EpisodeRecord.objects.filter(
+            app_id=app_id, submission_id__in=shown, status=EpisodeRecord.Status.ERROR
+        )
+        .values("submission_id")
+        .annotate(n=Count("pk"))
+        .values_list("submission_id", "n")
+    )
     rows = []
     for pk in shown:
         if pk not in objects or pk not in sums:  # deleted or re-aggregated meanwhile
             continue
         row = standing_from_sums(objects[pk], sums[pk], levels[pk], labels[pk])
+        row.infra_failures = infra.get(pk, 0)
         row.label_levels = dict(sorted(label_levels[pk].items(), key=lambda kv: (kv[1], kv[0])))
         row.rank = ranks[pk]
         rows.append(row)

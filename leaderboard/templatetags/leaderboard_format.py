@@ -192,6 +192,15 @@ def standing_row(row: Any, selected: Any = ()) -> SafeString:
             finished,
         ),
         held_out_cell(row),
+        _num_cell(
+            row.infra_failure_rate,
+            format_html(
+                '<span title="{} of {} episodes could not be run by the evaluator">{}</span>',
+                row.infra_failures,
+                row.n + row.infra_failures,
+                pct(row.infra_failure_rate),
+            ),
+        ),
     ]
     return format_html(
         '<tr data-agent="{}">{}</tr>', agent.pk, format_html_join("", "{}", ((c,) for c in cells))
