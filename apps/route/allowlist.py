@@ -323,6 +323,9 @@ _IP_REFUSED_OBJECTS = {
     "xfrm": "IPsec state is not part of these tasks",
     "mptcp": "not part of these tasks",
 }
+#: Address families ``ip -f`` accepts. Not ``mpls``: MPLS routes are no part of these tasks and
+#: a reused network's restore does not cover them (docs/route.md, "Network pool").
+IP_FAMILIES = ("inet", "inet6", "link", "bridge")
 #: Global ``ip`` options written in full (a leading ``--`` is read as ``-``), -> takes a value.
 IP_OPTIONS: dict[str, Callable[[str], bool] | None] = {
     **dict.fromkeys(
@@ -356,8 +359,8 @@ IP_OPTIONS: dict[str, Callable[[str], bool] | None] = {
             "-tshort",
         ),
     ),  # fmt: skip
-    "-f": _one_of("inet", "inet6", "link", "bridge", "mpls"),
-    "-family": _one_of("inet", "inet6", "link", "bridge", "mpls"),
+    "-f": _one_of(*IP_FAMILIES),
+    "-family": _one_of(*IP_FAMILIES),
 }
 #: iproute2 6.1 global options of ``ip`` (to say what an abbreviation would have meant).
 _IP_ALL_OPTIONS = (
@@ -405,7 +408,7 @@ def _check_ip(args: list[str]) -> None:
         refused=_IP_REFUSED_OPTIONS,
         known=_IP_ALL_OPTIONS,
         listing=f"{', '.join(k for k in IP_OPTIONS if len(k) > 3)} (or their short forms)",
-        value_hint="inet, inet6, link, bridge, mpls",
+        value_hint=f"{', '.join(IP_FAMILIES)} (not mpls: MPLS is no part of these tasks)",
     )
     if i >= len(args):
         raise CommandRefusedError("ip needs an object, e.g. ip addr show")
@@ -745,7 +748,9 @@ _IPT_MATCHES = frozenset(
         "physdev",
     }  # fmt: skip
 )
-_IPT_TABLES = _one_of("filter", "nat", "mangle", "raw", "security")
+#: The tables ``iptables -t`` and ``ip6tables -t`` accept (every table iptables(8) names).
+IPTABLES_TABLES = ("filter", "nat", "mangle", "raw", "security")
+_IPT_TABLES = _one_of(*IPTABLES_TABLES)
 IPTABLES_SPEC = GetoptSpec(
     # -n -v -x -4 -6 -f (fragments; a flag in iptables) and -c (counters with -A... takes arg)
     flags="nvx46fw",
@@ -997,6 +1002,14 @@ def _check_ifconfig(args: list[str]) -> None:
             _check_operand("ifconfig", word)
 
 
+#: ``net.*`` sysctls an agent may read but never write (the last segment of the key), with the
+#: reason shown.
+SYSCTL_WRITE_REFUSED = {
+    "stable_secret": "an IPv6 stable_secret cannot be unset once written, so it would outlive the "
+    "episode and reach the next one on a reused network; it plays no part in these tasks",
+}
+
+
 def _check_sysctl(args: list[str]) -> None:
     try:
         keys = _parse_getopt("sysctl", args, SYSCTL_SPEC)
@@ -1006,6 +1019,17 @@ def _check_sysctl(args: list[str]) -> None:
         ) from None
     if not keys or not all(_SYSCTL_KEY.match(k) for k in keys):
         raise CommandRefusedError("sysctl: only net.* keys are allowed (e.g. net.ipv4.ip_forward)")
+    writes = any(
+        word == "--write" or (word.startswith("-") and not word.startswith("--") and "w" in word)
+        for word in args
+    )
+    for key in keys:
+        name, eq, _value = key.partition("=")
+        leaf = re.split(r"[./]", name)[-1]
+        if leaf in SYSCTL_WRITE_REFUSED and (writes or eq):
+            raise CommandRefusedError(
+                f"sysctl: writing {leaf} is not allowed here ({SYSCTL_WRITE_REFUSED[leaf]})"
+            )
 
 
 def _check_cat(args: list[str]) -> None:
@@ -1020,6 +1044,96 @@ def _check_cat(args: list[str]) -> None:
             or not re.match(r"^[A-Za-z0-9_./:-]+$", path)
         ):
             raise CommandRefusedError("cat: only files under /proc/net and /proc/sys/net")
+
+
+# what the grammars let a command change ------------------------------------------------------
+#: Kinds of node state, named as the network pool's coverage (``apps.route.pool.POOL_COVERAGE``)
+#: and the step fingerprint's (``apps.route.network.FINGERPRINT_READS``) name them.
+STATE_KINDS: dict[str, str] = {
+    "link": "links: created, deleted and renamed ones, and every attribute of the existing "
+    "ones (MAC, MTU, flags, master, alias, group, GSO/GRO limits, broadcast address, queue "
+    "length, IPv6 address generation mode)",
+    "address4": "IPv4 addresses, their labels, peers and broadcast addresses",
+    "address6": "IPv6 addresses",
+    "route4": "IPv4 routes of every table, the local table included",
+    "route6": "IPv6 routes of every table, the local table included",
+    "rule4": "IPv4 policy-routing rules, pref 0 included",
+    "rule6": "IPv6 policy-routing rules, pref 0 included",
+    "neighbour4": "IPv4 neighbour (ARP) entries: permanent, noarp and any other state",
+    "neighbour6": "IPv6 neighbour entries",
+    "proxy4": "IPv4 proxy neighbour entries (ip neigh add proxy, arp -s ... pub)",
+    "proxy6": "IPv6 proxy neighbour entries",
+    "qdisc": "queueing disciplines (root, ingress, clsact) and the classes under them",
+    "iptables": "IPv4 netfilter state of every iptables table: tables, chains, rules, policies",
+    "ip6tables": "IPv6 netfilter state of every ip6tables table",
+    "conntrack": "connection-tracking entries of probe traffic and the marks rules put on them",
+    "sysctl": "every net.* sysctl of the namespace, stable_secret included",
+}
+
+#: Every way the grammars let a command change a node (the keys: :func:`write_surface`), and
+#: the kinds of state (:data:`STATE_KINDS`) each one writes. A reused network must get every
+#: one of them back (the pool's restore and verification) and the step fingerprint must see
+#: each change: ``tests/apps/route/test_state_coverage.py`` fails when the grammars allow a
+#: write this table does not list, or list a kind either of them does not cover.
+WRITABLE_STATE: dict[str, tuple[str, ...]] = {
+    "ip address": ("address4", "address6"),
+    "ip route": ("route4", "route6"),
+    "ip rule": ("rule4", "rule6"),
+    "ip neighbor": ("neighbour4", "neighbour6", "proxy4", "proxy6"),
+    "ip link": ("link",),
+    # PF_BRIDGE/link requests of the other families fall back to the generic link handlers
+    "ip -f link": ("link",),
+    "ip -f bridge": ("link",),
+    "tc qdisc": ("qdisc",),
+    "tc class": ("qdisc",),
+    **{
+        f"{tool} -t {table}": (tool, "conntrack")
+        for tool in ("iptables", "ip6tables")
+        for table in IPTABLES_TABLES
+    },
+    "sysctl -w net.*": ("sysctl",),
+    "arp -s/-d": ("neighbour4", "proxy4"),
+    "route add/del": ("route4", "route6"),
+    "ifconfig": ("link", "address4", "address6"),
+}
+
+#: ``ip``/``tc`` sub-commands that only read.
+READ_ONLY_VERBS = frozenset({"show", "list", "lst", "ls", "get", "help"})
+#: Allowed tools that change nothing (the options that would are refused: ``ss -K``,
+#: ``iptables-save -f``, ...).
+READ_ONLY_TOOLS = frozenset({"iptables-save", "ip6tables-save", "ss", "netstat", "cat"})
+#: One command per getopt/ifconfig tool that writes when the grammar allows it.
+_WRITE_PROBES = {
+    "arp -s/-d": "arp -s 10.0.0.1 02:00:00:00:00:01",
+    "route add/del": "route add -net 10.0.0.0/8 dev lo",
+    "ifconfig": "ifconfig lo mtu 1400",
+}
+#: The top levels of ``/proc/sys``.
+_SYSCTL_TREES = ("abi", "crypto", "debug", "dev", "fs", "kernel", "net", "user", "vm")
+
+
+def write_surface() -> frozenset[str]:
+    """Every way the current grammars let a command change a node, derived from them (not
+    from :data:`WRITABLE_STATE`, which must list exactly these).
+
+    ``ip``/``tc`` objects with a sub-command beyond :data:`READ_ONLY_VERBS`; ``ip -f`` families
+    other than ``inet``/``inet6``; every iptables/ip6tables table; every sysctl tree whose keys
+    pass; each of ``arp``, ``route``, ``ifconfig`` whose writing command passes; and any other
+    allowed tool not declared read-only (:data:`READ_ONLY_TOOLS`), by its name.
+    """
+    surface = {f"ip {obj}" for obj, verbs in IP_VERBS.items() if verbs - READ_ONLY_VERBS}
+    surface |= {f"ip -f {family}" for family in IP_FAMILIES if family not in ("inet", "inet6")}
+    surface |= {f"tc {obj}" for obj, verbs in TC_VERBS.items() if verbs - READ_ONLY_VERBS}
+    surface |= {
+        f"{tool} -t {table}" for tool in ("iptables", "ip6tables") for table in IPTABLES_TABLES
+    }
+    surface |= {
+        f"sysctl -w {tree}.*" for tree in _SYSCTL_TREES if _SYSCTL_KEY.match(f"{tree}.a.b=1")
+    }
+    surface |= {name for name, probe in _WRITE_PROBES.items() if check_command(probe)[0]}
+    covered = {word.split()[0] for word in surface}
+    surface |= {tool for tool in ALLOWED_TOOLS if tool not in READ_ONLY_TOOLS | covered}
+    return frozenset(surface)
 
 
 # entry point -------------------------------------------------------------------------------

@@ -88,6 +88,15 @@ REFUSED = [
     ("sysctl -w net.ipv4..ip_forward=1", "net.*"),
     ("sysctl -w net.ipv4.ip_forward=1 kernel.panic=1", "net.*"),
     ("sysctl -w kernel.core_pattern=|/bin/sh", "shell syntax"),
+    # an IPv6 stable_secret cannot be unset: it would reach the next episode on a reused network
+    ("sysctl -w net.ipv6.conf.nq7x_h1-eth0.stable_secret=2001:db8::1", "cannot be unset"),
+    ("sysctl net.ipv6.conf.default.stable_secret=2001:db8::1", "writing stable_secret"),
+    ("sysctl -nw net/ipv6/conf/lo/stable_secret=::1", "writing stable_secret"),
+    ("sysctl --write net.ipv6.conf.all.stable_secret=::1", "writing stable_secret"),
+    ("sysctl -q net.ipv4.ip_forward=1 net.ipv6.conf.lo.stable_secret=::1", "stable_secret"),
+    # MPLS routes are no part of the tasks (and a reused network does not restore them)
+    ("ip -f mpls route add 100 dev lo", "not mpls"),
+    ("ip -family mpls route show", "not mpls"),
     ("cat /etc/shadow", "/proc/net"),
     ("cat /proc/1/environ", "/proc/net"),
     ("cat /proc/self/environ", "/proc/net"),
@@ -217,7 +226,8 @@ EVERYDAY = [
     "netstat", "netstat -rn", "netstat -i", "netstat -tulpn", "netstat -s", "netstat --route",
     "cat /proc/net/route", "cat /proc/net/arp", "cat /proc/net/dev",
     "cat /proc/sys/net/ipv4/ip_forward", "cat /proc/sys/net/ipv4/conf/all/forwarding",
-    "cat /proc/net/fib_trie",
+    "cat /proc/net/fib_trie", "cat /proc/sys/net/ipv6/conf/default/stable_secret",
+    "sysctl net.ipv6.conf.default.stable_secret", "ip -f inet6 route show",
 ]  # fmt: skip
 
 
