@@ -10,6 +10,7 @@ observations, never exceptions; only infrastructure failures raise (``EmulatorEr
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Literal
 
@@ -18,6 +19,39 @@ from evaluator.types import JSON, Query, StepResult, Verdict
 ReplyFormat = Literal["python", "json", "command"]
 """Shape of an agent's reply: a fenced ``python`` block (MALT code), one JSON object (route's
 ``{"machine", "command"}``), or one command in a bare fence (k8s ``kubectl``)."""
+
+
+#: Name of the one tool of an app that declares no tools of its own (:meth:`App.tools`).
+ANSWER_TOOL = "answer"
+
+
+def function_tool(name: str, description: str, properties: JSON, required: list[str]) -> JSON:
+    """Return one OpenAI function tool definition (``{"type": "function", "function": {...}}``)
+    whose parameters are a JSON Schema object with ``properties`` (no other keys allowed) and
+    the ``required`` property names."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+def tool_names(tools: list[JSON]) -> list[str]:
+    """The function names of OpenAI tool definitions (entries without one are skipped)."""
+    names = []
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            names.append(function["name"])
+    return names
 
 
 class EvaluatorError(Exception):
@@ -189,6 +223,45 @@ class App(ABC):
         own parser (``replies.py``).
         """
         return None if reply.strip() else "the reply is empty"
+
+    def tools(self) -> list[JSON]:
+        """The app's actions as OpenAI function tools, for agents on the ``openai-tools``
+        protocol (docs/agent-protocols.md): a list of ``{"type": "function", "function":
+        {"name", "description", "parameters"}}`` whose parameters are JSON Schema objects.
+
+        Default: one tool :data:`ANSWER_TOOL` taking ``{"text": <the reply text>}``. Apps
+        override it together with :meth:`reply_from_tool_call` and
+        :meth:`tool_call_from_reply`.
+        """
+        return [
+            function_tool(
+                ANSWER_TOOL,
+                "Give your reply to the task, written exactly in the answer format the task "
+                "describes.",
+                {"text": {"type": "string", "description": "The reply text."}},
+                ["text"],
+            )
+        ]
+
+    def reply_from_tool_call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """The reply text one tool call stands for, which the app's own parser then judges
+        exactly as a text reply (so a verdict never depends on the protocol).
+
+        ``name`` is one of :meth:`tools` (the client refuses other names); ``arguments`` is
+        the decoded argument object (``{}`` when the call carried none or nothing decodable).
+        Missing or mistyped arguments must give a text the parser refuses with its usual
+        reason, never an exception. Default: ``arguments["text"]`` (``""`` when absent).
+        """
+        text = arguments.get("text")
+        return text if isinstance(text, str) else ""
+
+    def tool_call_from_reply(self, reply: str) -> tuple[str, JSON]:
+        """The tool call ``(name, arguments)`` that carries ``reply`` (a reply text of this
+        app's format), so that reference agents can answer on ``openai-tools``:
+        ``reply_from_tool_call(*tool_call_from_reply(r))`` is judged as ``r`` is.
+        Default: ``(ANSWER_TOOL, {"text": reply})``.
+        """
+        return ANSWER_TOOL, {"text": reply}
 
     def preflight(self) -> None:  # noqa: B027 - optional hook, nothing to check by default
         """Check once, when a worker for this app starts, that this host can run its episodes

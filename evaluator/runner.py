@@ -23,6 +23,9 @@ logger = logging.getLogger(__name__)
 
 #: Transcript entries longer than this many characters are cut (result files stay small).
 TRANSCRIPT_ENTRY_MAX_CHARS = 20_000
+#: Characters of a tool call's arguments kept in its transcript entry (the entry's content,
+#: the reply text the call stands for, holds them in full).
+TOOL_ARGUMENTS_MAX_CHARS = 2_000
 #: Characters of transcript content kept per episode; later entries are replaced by one note.
 TRANSCRIPT_MAX_CHARS = 400_000
 #: An episode whose emulator failed is tried this many times before it is recorded as an
@@ -169,15 +172,16 @@ def _run_episode(
     usage = _Usage()
     replayed: list[str] | None = []
     started = time.perf_counter()
+    agent = client.for_app(app)
     with app.episode(query, max_steps=budget) as episode:
         observation = episode.reset()
         instance_names = episode.instance_names()
-        client.episode_started(instance_names)
+        agent.episode_started(instance_names)
         messages: list[JSON] = [{"role": "user", "content": observation}]
         transcript.add("user", observation)
         for _ in range(budget):
             try:
-                reply = client.complete(messages, episode_id=episode_id)
+                reply = agent.complete(messages, episode_id=episode_id)
             except AgentError as exc:
                 agent_failure = f"agent:{exc.category}"
                 agent_error_message = str(exc)
@@ -187,7 +191,8 @@ def _run_episode(
             replies += 1
             usage.add(reply)
             replayed = _keep_for_replay(replayed, reply.text)
-            transcript.add("assistant", reply.text, latency_s=reply.latency_s)
+            called = {"tool_call": _call_summary(reply.tool_call)} if reply.tool_call else {}
+            transcript.add("assistant", reply.text, latency_s=reply.latency_s, **called)
             try:
                 result = episode.step(reply.text)
             except EmulatorError as exc:
@@ -200,7 +205,10 @@ def _run_episode(
             transcript.add("user", result.observation, safe_step=result.safe_step, info=result.info)
             if result.terminated or result.truncated:
                 break
-            messages.append({"role": "assistant", "content": reply.text})
+            said: JSON = {"role": "assistant", "content": reply.text}
+            if reply.tool_call is not None:
+                said["tool_call"] = reply.tool_call  # the call goes back as the agent sent it
+            messages.append(said)
             messages.append({"role": "user", "content": result.observation})
         if output_failure is None:
             try:
@@ -248,6 +256,14 @@ def _run_episode(
         output_tokens=usage.output_tokens,
         served_model=usage.model,
     )
+
+
+def _call_summary(call: JSON) -> JSON:
+    """A tool call as the transcript keeps it: its name and its arguments text (cut)."""
+    return {
+        "name": str(call.get("name", "")),
+        "arguments": clip_text(str(call.get("arguments", "")), TOOL_ARGUMENTS_MAX_CHARS),
+    }
 
 
 def _bad_output(exc: BaseException) -> str:

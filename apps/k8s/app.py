@@ -19,7 +19,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -38,6 +38,7 @@ from evaluator.types import JSON, Query, StepResult, Verdict
 from kubernetes.client.rest import ApiException
 
 from apps.k8s import crosscheck, manifests, prompt, reference, scripted
+from apps.k8s import tools as k8s_tools
 from apps.k8s.cluster.config import ClusterConfig
 from apps.k8s.cluster.control_plane import ClusterError
 from apps.k8s.cluster.netns import NetnsError
@@ -469,3 +470,15 @@ class K8sApp(App):
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """Hand-written (situation, next command) pairs for few-shot prompting."""
         return list(EXAMPLES)
+
+    def tools(self) -> list[JSON]:
+        """The app's actions as OpenAI function tools (:mod:`apps.k8s.tools`)."""
+        return k8s_tools.tools()
+
+    def reply_from_tool_call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """The reply text of a tool call, judged by the reply parser (:mod:`apps.k8s.tools`)."""
+        return k8s_tools.reply_from_tool_call(name, arguments)
+
+    def tool_call_from_reply(self, reply: str) -> tuple[str, JSON]:
+        """The tool call carrying a reply text (:mod:`apps.k8s.tools`)."""
+        return k8s_tools.tool_call_from_reply(reply)

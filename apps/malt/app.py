@@ -11,12 +11,14 @@ The verdict rules live in :mod:`apps.malt.scoring`; the prompt in :mod:`apps.mal
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from evaluator.app import App, DependencyMissingError, Episode, ResetNeededError
 from evaluator.deadline import Deadline
 from evaluator.types import JSON, Query, StepResult, Verdict
 
+from apps.malt import tools as malt_tools
 from apps.malt.examples import EXAMPLES, FEW_SHOT_SEED
 from apps.malt.prompt import PROMPT_MARKER, SANDBOX_PREAMBLE, render_prompt
 from apps.malt.queries import draft, ground_truth, label_at, query_graph
@@ -125,6 +127,18 @@ class MaltApp(App):
             (self._query(FEW_SHOT_SEED, index).ground_truth["question"], reply)
             for index, reply in EXAMPLES
         ]
+
+    def tools(self) -> list[JSON]:
+        """The app's actions as OpenAI function tools (:mod:`apps.malt.tools`)."""
+        return malt_tools.tools()
+
+    def reply_from_tool_call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """The reply text of a tool call, judged by the reply parser (:mod:`apps.malt.tools`)."""
+        return malt_tools.reply_from_tool_call(name, arguments)
+
+    def tool_call_from_reply(self, reply: str) -> tuple[str, JSON]:
+        """The tool call carrying a reply text (:mod:`apps.malt.tools`)."""
+        return malt_tools.tool_call_from_reply(reply)
 
 
 class MaltEpisode(Episode):

@@ -21,6 +21,7 @@ import os
 import shlex
 import subprocess
 import time
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from evaluator.app import (
@@ -35,6 +36,7 @@ from evaluator.sampling import HEALTHY_SHARE
 from evaluator.types import JSON, Query, StepResult, Verdict
 
 from apps.route import reference
+from apps.route import tools as route_tools
 from apps.route.commands import (
     COMMAND_TIMEOUT_S,
     OUTPUT_CAP_BYTES,
@@ -420,6 +422,18 @@ class RouteApp(App):
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """Hand-written (situation, next command) pairs for few-shot prompting."""
         return list(EXAMPLES)
+
+    def tools(self) -> list[JSON]:
+        """The app's actions as OpenAI function tools (:mod:`apps.route.tools`)."""
+        return route_tools.tools()
+
+    def reply_from_tool_call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """The reply text of a tool call, judged by the reply parser (:mod:`apps.route.tools`)."""
+        return route_tools.reply_from_tool_call(name, arguments)
+
+    def tool_call_from_reply(self, reply: str) -> tuple[str, JSON]:
+        """The tool call carrying a reply text (:mod:`apps.route.tools`)."""
+        return route_tools.tool_call_from_reply(reply)
 
     def preflight(self) -> None:
         """Root, Mininet (package and ``mnexec``), bubblewrap and nsenter must be present.

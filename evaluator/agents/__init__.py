@@ -16,9 +16,10 @@ from evaluator.agents.base import AgentClient, AgentError, AgentReply
 from evaluator.agents.guard import LOOPBACK_NETWORKS, OutboundGuard, RefusedAddressError
 from evaluator.agents.http_json import HttpJsonClient
 from evaluator.agents.openai_chat import OpenAIChatClient
+from evaluator.agents.openai_tools import OpenAIToolsClient
 
 #: Wire protocols an agent can be registered with.
-PROTOCOLS: tuple[str, ...] = ("openai-chat", "http-json", "a2a")
+PROTOCOLS: tuple[str, ...] = ("openai-chat", "http-json", "a2a", "openai-tools")
 
 __all__ = [
     "LOOPBACK_NETWORKS",
@@ -29,6 +30,7 @@ __all__ = [
     "AgentReply",
     "HttpJsonClient",
     "OpenAIChatClient",
+    "OpenAIToolsClient",
     "OutboundGuard",
     "RefusedAddressError",
     "make_client",
@@ -50,10 +52,13 @@ def make_client(
 
     Args:
         protocol: one of :data:`PROTOCOLS`.
-        url: endpoint URL (``openai-chat``: the server base; ``http-json``: the POST URL;
-            ``a2a``: the agent's base URL, whose agent card names the JSON-RPC endpoint).
+        url: endpoint URL (``openai-chat``, ``openai-tools``: the server base; ``http-json``:
+            the POST URL; ``a2a``: the agent's base URL, whose agent card names the JSON-RPC
+            endpoint).
         api_key: optional secret, sent as ``Authorization: Bearer``.
-        model: the ``model`` field for ``openai-chat`` (ignored by the others).
+        model: the ``model`` field for ``openai-chat`` and ``openai-tools`` (ignored by the
+            others). An ``openai-tools`` client is used through ``client.for_app(app)``,
+            which sends that app's tools.
         timeout_s: total deadline of one reply in seconds (60 s).
         allowed_networks: CIDR allow-list of non-public networks (``LOOPBACK_NETWORKS`` for
             local development and tests); public addresses are always allowed.
@@ -79,6 +84,8 @@ def make_client(
     }
     if protocol == "openai-chat":
         return OpenAIChatClient(url, model=model, **options)
+    if protocol == "openai-tools":
+        return OpenAIToolsClient(url, model=model, **options)
     if protocol == "a2a":
         return A2AClient(url, **options)
     return HttpJsonClient(url, **options)

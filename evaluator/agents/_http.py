@@ -7,6 +7,7 @@ response JSON. Failure categories are the ones of :class:`AgentError`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from abc import abstractmethod
@@ -168,12 +169,21 @@ class GuardedHttpClient(AgentClient):
             raise AgentError(
                 "bad_response", f"agent response is not usable JSON: {excerpt(raw)}"
             ) from None
+        reply = self.reply_from_data(data)
+        return dataclasses.replace(reply, latency_s=time.perf_counter() - started)
+
+    def reply_from_data(self, data: Any) -> AgentReply:
+        """The reply of a decoded response (its ``latency_s`` is filled in by the caller):
+        :meth:`parse_reply`'s text and :meth:`parse_usage`'s counts and model.
+
+        Raises:
+            AgentError: category ``bad_response`` when the JSON has the wrong shape.
+        """
         text = self.parse_reply(data)
-        latency_s = time.perf_counter() - started
         input_tokens, output_tokens, model = self.parse_usage(data)
         return AgentReply(
             text=text,
-            latency_s=latency_s,
+            latency_s=0.0,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             model=model,

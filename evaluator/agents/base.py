@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from evaluator.types import JSON
+
+if TYPE_CHECKING:
+    from evaluator.app import App
 
 
 class AgentError(Exception):
@@ -34,6 +38,12 @@ class AgentReply:
             OpenAI ``usage`` object, or ``usage`` in http-json / A2A metadata), ``None`` when
             it reported none or nothing usable. Self-reported: shown as cost, never scored.
         model: the model name the endpoint reported (``None`` when absent).
+        tool_call: for the ``openai-tools`` protocol, the one call the reply carried, as it
+            goes back into the conversation: ``{"id", "name", "arguments"}`` (``arguments`` the
+            JSON text as sent, or an object re-serialised) plus ``"content"`` when the
+            message had that key (its value as sent: text or ``None``); ``text`` is then the
+            app's reply text of the call (:meth:`evaluator.app.App.reply_from_tool_call`).
+            ``None`` on the other protocols.
     """
 
     text: str
@@ -41,6 +51,7 @@ class AgentReply:
     input_tokens: int | None = None
     output_tokens: int | None = None
     model: str | None = None
+    tool_call: JSON | None = None
 
 
 #: Largest token count accepted from one reply; larger (or negative, or non-integer) reported
@@ -92,7 +103,17 @@ class AgentClient(ABC):
 
     @abstractmethod
     def complete(self, messages: list[JSON], *, episode_id: str) -> AgentReply:
-        """Return the agent's reply to ``messages``. Raises :class:`AgentError`."""
+        """Return the agent's reply to ``messages``. Raises :class:`AgentError`.
+
+        An assistant message may carry a ``"tool_call"`` entry (the :attr:`AgentReply.tool_call`
+        of that reply); clients of protocols without tools ignore it.
+        """
+
+    def for_app(self, app: App) -> AgentClient:
+        """The client to use for episodes of ``app``. Default: this client. A client whose
+        requests depend on the app (``openai-tools`` sends the app's tools) returns a copy
+        bound to it, sharing this one's connections."""
+        return self
 
     def episode_started(self, instance_names: dict[str, str]) -> None:  # noqa: B027
         """Hook called once per episode after reset with ``Episode.instance_names()``; agent

@@ -70,17 +70,21 @@ class OpenAIChatClient(GuardedHttpClient):
         body["messages"] = [{"role": m["role"], "content": m["content"]} for m in messages]
         return body
 
-    def parse_reply(self, data: Any) -> str:
-        """Return ``choices[0].message.content``. Raises ``AgentError("bad_response")``."""
+    def choice_message(self, data: Any) -> Any:
+        """Return ``choices[0].message`` of a chat completion. Raises
+        ``AgentError("bad_response")`` when there is none (quoting a server ``error``)."""
         try:
-            choice = data["choices"][0]
-            message = choice["message"]
+            return data["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
             error = data.get("error") if isinstance(data, dict) else None
             hint = f" (server error: {str(error)[:200]})" if error else ""
             raise AgentError(
                 "bad_response", f"chat completion has no choices[0].message{hint}"
             ) from None
+
+    def parse_reply(self, data: Any) -> str:
+        """Return ``choices[0].message.content``. Raises ``AgentError("bad_response")``."""
+        message = self.choice_message(data)
         if isinstance(message, dict) and message.get("content") is None:
             raise AgentError("bad_response", "chat completion message has no content")
         try:

@@ -107,7 +107,7 @@ def test_openai_chat_accepts_content_parts(serve) -> None:
 
 
 def test_make_client_validates_its_arguments() -> None:
-    assert PROTOCOLS == ("openai-chat", "http-json", "a2a")
+    assert PROTOCOLS == ("openai-chat", "http-json", "a2a", "openai-tools")
     assert isinstance(make_client("http-json", "https://agent.example.org/"), HttpJsonClient)
     assert isinstance(make_client("openai-chat", "https://agent.example.org"), OpenAIChatClient)
     with pytest.raises(ValueError, match="unknown agent protocol"):
