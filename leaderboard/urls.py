@@ -8,6 +8,11 @@ app_name = "leaderboard"
 urlpatterns = [
     path("", views.leaderboard_page, name="index"),
     path("submissions/<int:submission_id>/", views.submission_page, name="submission"),
+    path(
+        "submissions/<int:submission_id>/sections/",
+        views.submission_sections_page,
+        name="submission-sections",
+    ),
     path("episodes/<int:episode_id>/", views.episode_page, name="episode"),
     path("api/v1/leaderboard/", apis.LeaderboardListApi.as_view(), name="api-leaderboard"),
     path("rounds/", round_views.rounds_page, name="rounds"),

@@ -11,7 +11,9 @@ from django.shortcuts import render
 from evaluator.registry import app_ids, get_app
 from leaderboard.plots import board_figures
 from submissions.episode_selectors import episode_replay
+from submissions.models import Submission
 from submissions.progress import submission_infrastructure_failures, submission_progress
+from submissions.result_selectors import submission_result
 from submissions.round_selectors import rounds_list
 from submissions.selectors import standings_page, submission_episode_rows, submission_get
 
@@ -99,13 +101,31 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     )
 
 
-def submission_page(request: HttpRequest, submission_id: int) -> HttpResponse:
-    """One submission: live progress (polled by static/js/submission_progress.js), a Cancel
-    button for its team's members while it is open, its infrastructure failures with their
-    cause, and its episodes' verdicts (never the hidden ground truth)."""
+def _submission_or_404(submission_id: int) -> Submission:
     submission = submission_get(submission_id=submission_id)
     if submission is None:
         raise Http404("no such submission")
+    return submission
+
+
+def _submission_sections(submission: Submission, *, is_open: bool) -> dict[str, Any]:
+    """What the page's live part shows: the result once the submission is closed
+    (``submissions.result_selectors``), infrastructure failures with their cause, and the
+    episodes' verdicts (never the hidden ground truth)."""
+    return {
+        "submission": submission,
+        "result": None if is_open else submission_result(submission=submission),
+        "infra_failures": submission_infrastructure_failures(submission=submission),
+        "episodes": submission_episode_rows(submission=submission),
+    }
+
+
+def submission_page(request: HttpRequest, submission_id: int) -> HttpResponse:
+    """One submission: live progress (polled by static/js/submission_progress.js), a Cancel
+    button for its team's members while it is open, and its live part
+    (:func:`submission_sections_page`): the result per app once it is closed, its
+    infrastructure failures with their cause, and its episodes' verdicts."""
+    submission = _submission_or_404(submission_id)
     progress = submission_progress(submission=submission)
     user = request.user
     can_cancel = progress.open and (
@@ -120,13 +140,26 @@ def submission_page(request: HttpRequest, submission_id: int) -> HttpResponse:
         request,
         "leaderboard/submission.html",
         {
-            "submission": submission,
             "progress": progress,
             "can_cancel": can_cancel,
-            "infra_failures": submission_infrastructure_failures(submission=submission),
-            "episodes": submission_episode_rows(submission=submission),
+            **_submission_sections(submission, is_open=progress.open),
         },
     )
+
+
+def submission_sections_page(request: HttpRequest, submission_id: int) -> HttpResponse:
+    """The live part of the submission page as an HTML fragment: the page's script swaps it
+    in whenever more episodes are done, and once more when the submission closes (the
+    result appears without a reload)."""
+    submission = _submission_or_404(submission_id)
+    is_open = submission.status in (Submission.Status.QUEUED, Submission.Status.RUNNING)
+    response = render(
+        request,
+        "leaderboard/_submission_sections.html",
+        _submission_sections(submission, is_open=is_open),
+    )
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def episode_page(request: HttpRequest, episode_id: int) -> HttpResponse:

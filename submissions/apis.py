@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.http import Http404
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.authtoken.views import ObtainAuthToken
@@ -32,6 +33,7 @@ from submissions import preflight, selectors, services
 from submissions.errors import NotTeamMemberError, NotYourAgentError, ServiceError
 from submissions.models import Agent, EpisodeRecord, Round, Submission
 from submissions.progress import submission_infrastructure_failures, submission_progress
+from submissions.result_selectors import submission_result
 from submissions.round_selectors import round_get, round_progress, round_standings
 
 
@@ -303,8 +305,9 @@ def _submission_or_404(submission_id: int) -> Submission | None:
 
 
 class SubmissionDetailApi(APIView):
-    """``GET /api/v1/submissions/<id>/``: status, progress, platform failures and episode
-    verdicts (public, like the submission page)."""
+    """``GET /api/v1/submissions/<id>/``: status, progress, platform failures, episode
+    verdicts and, once the submission is closed, its ``result`` per app (the summary of the
+    result file, docs/result-format.md; public, like the submission page)."""
 
     @extend_schema(
         responses={
@@ -324,17 +327,32 @@ class SubmissionDetailApi(APIView):
                     "progress": ProgressSerializer(),
                     "infrastructure_failures": InfraFailureSerializer(many=True),
                     "episodes": serializers.ListField(child=serializers.DictField()),
+                    "result": inline_serializer(
+                        "SubmissionResult",
+                        {
+                            "ready": serializers.BooleanField(),
+                            "ranked": serializers.BooleanField(),
+                            "note": serializers.CharField(),
+                            "apps": serializers.DictField(child=serializers.DictField()),
+                        },
+                        allow_null=True,
+                    ),
+                    "result_file": serializers.CharField(allow_null=True),
                 },
             ),
             404: ErrorSerializer,
         }
     )
     def get(self, request: Request, submission_id: int) -> Response:
-        """The submission with its progress and episodes' verdicts; never the ground truth."""
+        """The submission with its progress, episodes' verdicts and (once closed) its result
+        per app; ``result`` and ``result_file`` are null while it is open. Never the ground
+        truth."""
         submission = _submission_or_404(submission_id)
         if submission is None:
             return _error("no such submission", "not_found", 404)
         episodes = selectors.submission_episode_rows(submission=submission)
+        progress = submission_progress(submission=submission)
+        result = None if progress.open else submission_result(submission=submission)
         return Response(
             {
                 "id": submission.pk,
@@ -349,11 +367,17 @@ class SubmissionDetailApi(APIView):
                 "finished_at": submission.finished_at.isoformat()
                 if submission.finished_at
                 else None,
-                "progress": submission_progress(submission=submission).to_dict(),
+                "progress": progress.to_dict(),
                 "infrastructure_failures": submission_infrastructure_failures(
                     submission=submission
                 ),
                 "episodes": episodes,
+                "result": None if result is None else result.to_dict(),
+                "result_file": None
+                if result is None
+                else request.build_absolute_uri(
+                    reverse("submissions:submission-result-file", args=[submission.pk])
+                ),
             },
             status=status.HTTP_200_OK,
         )

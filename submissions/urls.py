@@ -41,6 +41,11 @@ urlpatterns = [
         name="submission-progress",
     ),
     path(
+        "submissions/<int:submission_id>/result.json",
+        views.submission_result_file,
+        name="submission-result-file",
+    ),
+    path(
         "submissions/<int:submission_id>/cancel/",
         views.submission_cancel_view,
         name="submission-cancel",

@@ -1,5 +1,6 @@
-"""Site views of a submission's live state: progress as JSON (polled by the submission page)
-and the Cancel button's POST. The page itself is ``leaderboard.views.submission_page``."""
+"""Site views of a submission's live state: progress as JSON (polled by the submission page),
+the downloadable result file and the Cancel button's POST. The page itself is
+``leaderboard.views.submission_page``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django.views.decorators.http import require_POST
 from submissions import services
 from submissions.models import Submission
 from submissions.progress import submission_progress
+from submissions.result_selectors import submission_result_document
 from submissions.selectors import submission_get
 from submissions.view_helpers import flash_service_call
 
@@ -28,6 +30,24 @@ def submission_progress_json(request: HttpRequest, submission_id: int) -> JsonRe
     progress = submission_progress(submission=_submission_or_404(submission_id))
     response = JsonResponse(progress.to_dict())
     response["Cache-Control"] = "no-store"
+    return response
+
+
+def submission_result_file(request: HttpRequest, submission_id: int) -> JsonResponse:
+    """The submission's result file (docs/result-format.md, "Submission result file") as a
+    JSON download, public like the page; 409 while the submission is still open."""
+    submission = _submission_or_404(submission_id)
+    if submission.status in (Submission.Status.QUEUED, Submission.Status.RUNNING):
+        return JsonResponse(
+            {"detail": "the submission is still running; its result is not final", "code": "open"},
+            status=409,
+        )
+    response = JsonResponse(
+        submission_result_document(submission=submission), json_dumps_params={"indent": 1}
+    )
+    response["Content-Disposition"] = (
+        f'attachment; filename="netarena-submission-{submission.pk}.json"'
+    )
     return response
 
 

@@ -1,5 +1,7 @@
 // Live progress of a submission page: poll its progress.json every few seconds and update the
-// bar and figures in place (no reload); stop once the submission is no longer open.
+// bar and figures in place (no reload); whenever more episodes are done, swap in the page's live
+// part (episodes table, platform failures) from its sections/ fragment, and once the submission
+// is no longer open fetch it a last time (now with the result per app) and stop.
 (function () {
   "use strict";
   var POLL_MS = 2000;
@@ -11,6 +13,8 @@
   var times = box.querySelector("[data-testid=progress-times]");
   var status = document.querySelector("[data-testid=submission-status]");
   var cancel = document.querySelector("[data-testid=cancel-form]");
+  var live = document.querySelector("[data-testid=submission-live]");
+  var shownDone = live ? Number(live.dataset.done) : 0;
 
   function seconds(value) { return Math.round(value) + " s"; }
 
@@ -38,6 +42,22 @@
     if (!data.open && cancel) cancel.remove();
   }
 
+  // Resolves once the live part shows ``data``'s state; rejects (and the next poll retries)
+  // when the fragment could not be fetched.
+  function refreshSections(data) {
+    if (!live || (data.open && data.done === shownDone)) return Promise.resolve();
+    return fetch(live.dataset.url, {headers: {Accept: "text/html"}, cache: "no-store"})
+      .then(function (response) {
+        if (!response.ok) throw new Error("HTTP " + response.status);
+        return response.text();
+      })
+      .then(function (html) {
+        live.innerHTML = html;
+        shownDone = data.done;
+        if (!data.open) live.dataset.state = "closed";
+      });
+  }
+
   function poll() {
     fetch(box.dataset.url, {headers: {Accept: "application/json"}, cache: "no-store"})
       .then(function (response) {
@@ -46,6 +66,9 @@
       })
       .then(function (data) {
         render(data);
+        return refreshSections(data).then(function () { return data; });
+      })
+      .then(function (data) {
         if (data.open) setTimeout(poll, POLL_MS);
       })
       .catch(function () { setTimeout(poll, POLL_MS * 2); });
