@@ -39,8 +39,10 @@ from kubernetes.client.rest import ApiException
 
 from apps.k8s import crosscheck, manifests, prompt, reference, scripted
 from apps.k8s import tools as k8s_tools
+from apps.k8s.cluster.admission import refusal_in_output
 from apps.k8s.cluster.config import ClusterConfig
 from apps.k8s.cluster.control_plane import ClusterError
+from apps.k8s.cluster.health import NotEnforcedError
 from apps.k8s.cluster.netns import NetnsError
 from apps.k8s.cluster.sync import SyncTimeoutError
 from apps.k8s.examples import EXAMPLES
@@ -66,8 +68,14 @@ CLUSTER_FAULTS: tuple[type[BaseException], ...] = (
     ClusterError,
     NetnsError,
     SyncTimeoutError,
+    NotEnforcedError,
     OSError,
 )
+
+
+REFUSED_BY_CLUSTER = "Refused by the cluster (limits of this namespace): "
+"""Observation line of a step whose write the episode namespace's admission rule or quota
+refused (:mod:`apps.k8s.cluster.admission`); such a step counts as refused."""
 
 
 @contextmanager
@@ -307,8 +315,18 @@ class K8sEpisode(Episode):
         status = "killed (timeout)" if result.timed_out else str(result.status)
         info.update({"argv": list(parsed.argv), "status": result.status,
                      "command_s": round(result.elapsed_s, 4)})
+        refused_by_cluster = refusal_in_output(result.output or "")
+        refused_line = ""
+        if refused_by_cluster is not None:
+            # the admission rule or the quota of the episode namespace refused (part of) the
+            # write: the agent's command, the agent's refused step (writes it made before
+            # the refusal stay)
+            self._refused += 1
+            info["error"] = "refused"
+            info["refused_by"] = "cluster"
+            refused_line = f"{REFUSED_BY_CLUSTER}{refused_by_cluster}\n"
         text = (
-            f"Step {n}: {parsed.text}\nExit status: {status}\n"
+            f"Step {n}: {parsed.text}\nExit status: {status}\n{refused_line}"
             f"{prompt.OUTPUT_MARKER}{result.output or '(no output)'}"
         )
         fingerprint = self.ns.fingerprint()

@@ -21,8 +21,10 @@ from kubernetes import config as kube_config
 from kubernetes.client.rest import ApiException
 
 from apps.k8s import manifests
+from apps.k8s.cluster.admission import quota, wait_admission
 from apps.k8s.cluster.config import ClusterConfig, MissingBinaryError
 from apps.k8s.cluster.control_plane import Cluster, ClusterError
+from apps.k8s.cluster.health import NotEnforcedError
 from apps.k8s.cluster.kubeconfig import mint_namespace_kubeconfig
 from apps.k8s.cluster.netns import NETNS_DIR
 from apps.k8s.cluster.prober import PodEndpoint, list_pod_endpoints, measure_matrix
@@ -117,9 +119,10 @@ class EpisodeNamespace:
         self.last_endpoints: list[PodEndpoint] = []
 
     def create(self, policies: dict[str, manifests.Obj], *, credentials: bool = True) -> None:
-        """Create the namespace with the workload and ``policies``, mint the agent's
-        credentials (ServiceAccount ``agent``; unless ``credentials`` is False) and wait until
-        the dataplane enforces everything.
+        """Create the namespace with the workload and ``policies``, its NetworkPolicy quota
+        (:func:`apps.k8s.cluster.admission.quota`), mint the agent's credentials
+        (ServiceAccount ``agent``; unless ``credentials`` is False) and wait until the
+        admission rule and the quota are in force there and the dataplane enforces everything.
 
         Raises:
             EmulatorError: any API or readiness failure.
@@ -131,6 +134,8 @@ class EpisodeNamespace:
                 self._create(obj)
             for policy in policies.values():
                 self._create(policy)
+            self.rest.create(f"/api/v1/namespaces/{self.name}/resourcequotas", quota())
+            wait_admission(self.rest, self.name)
             if credentials:
                 self.grant("agent")
             self.wait()
@@ -303,15 +308,20 @@ class EpisodeNamespace:
             self.rest.replace(path, body)
 
     def wait(self) -> float:
-        """Wait until pods are ready and the dataplane reflects every write so far.
+        """Wait until pods are ready and the dataplane reflects every write so far, and the
+        enforcer reports the namespace in sync.
 
         Raises:
-            EmulatorError: not within :data:`DATAPLANE_TIMEOUT_S`.
+            EmulatorError: not within :data:`DATAPLANE_TIMEOUT_S`, or the namespace is not
+                enforced as the model states (:class:`~apps.k8s.cluster.health.
+                NotEnforcedError`): the episode must not be judged on it.
         """
         try:
             return self.cluster.wait_dataplane([self.name], timeout_s=DATAPLANE_TIMEOUT_S)
         except TimeoutError as exc:
             raise EmulatorError(f"dataplane of {self.name} not ready: {exc}") from exc
+        except NotEnforcedError as exc:
+            raise EmulatorError(f"dataplane of {self.name} not in sync: {exc}") from exc
 
     def measure(self) -> tuple[dict[str, dict[str, dict[str, bool]]], dict[str, str]]:
         """Probe every running pod to every pod port.

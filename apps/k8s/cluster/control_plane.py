@@ -11,7 +11,12 @@ Processes (all real Kubernetes code except the node agent):
 * the Python node agent (:mod:`apps.k8s.cluster.node_agent`) — Node, Lease, pods as network
   namespaces with real listeners;
 * the NetworkPolicy enforcer (:mod:`apps.k8s.cluster.enforcer`) — our policy model compiled
-  to iptables/ipset rules.
+  to iptables/ipset rules, reporting each namespace's sync health
+  (:mod:`apps.k8s.cluster.health`).
+
+Cluster-wide objects written at ``up``: the dataplane sentinel (:mod:`apps.k8s.cluster.sync`)
+and the admission rule on episode namespaces' NetworkPolicies
+(:mod:`apps.k8s.cluster.admission`).
 
 Every daemon runs inside one network namespace (``config.netns``); all iptables/ipset state
 lives there, so the host's rules are never touched and deleting the namespace removes them.
@@ -39,7 +44,14 @@ from kubernetes import config as kube_config
 from kubernetes.client.rest import ApiException
 
 from apps.k8s.cluster import certs, netns, processes
+from apps.k8s.cluster.admission import ensure_admission
 from apps.k8s.cluster.config import ClusterConfig
+from apps.k8s.cluster.health import (
+    STATUS_FILE,
+    STATUS_FORMAT,
+    NotEnforcedError,
+    describe_not_in_sync,
+)
 from apps.k8s.cluster.kubeconfig import mint_namespace_kubeconfig, write_cert_kubeconfig
 from apps.k8s.cluster.rest import KubeRest, resource_path
 from apps.k8s.cluster.sync import DataplaneSync, wait_pods_ready
@@ -127,6 +139,9 @@ class Cluster:
     def _up(self, timeout_s: float) -> ClusterStatus:
         current = self.status()
         if current.running and current.node_ready:
+            if self._enforcer_outdated():
+                return self._restart_node_side(timeout_s, restart=("netpol-enforcer",))
+            ensure_admission(KubeRest(self.api_client()))
             return current
         cfg = self.config
         for name in ("etcd", "kube-apiserver", "kube-controller-manager"):
@@ -151,6 +166,7 @@ class Cluster:
             self._start("node-agent", self._agent_argv(), in_netns=True, keep_mounts=True)
             self._wait_node_ready(deadline)
             self._start("netpol-enforcer", self._enforcer_argv(), in_netns=True)
+            ensure_admission(KubeRest(self.api_client()))
             sentinel = DataplaneSync(self.api_client(), cfg)
             sentinel.install(timeout_s=max(1.0, deadline - time.monotonic()))
         except BaseException:
@@ -158,8 +174,11 @@ class Cluster:
             raise
         return self.status()
 
-    def _restart_node_side(self, timeout_s: float) -> ClusterStatus:
-        """Restart a dead node agent and/or enforcer; the control plane stayed up.
+    def _restart_node_side(
+        self, timeout_s: float, restart: tuple[str, ...] = ()
+    ) -> ClusterStatus:
+        """Restart a dead node agent and/or enforcer (and the live ones named in ``restart``);
+        the control plane stayed up.
 
         The agent reconciles on start (re-adopts pod namespaces, reopens listeners).
         """
@@ -172,11 +191,13 @@ class Cluster:
             ("node-agent", True, self._agent_argv()),
             ("netpol-enforcer", False, self._enforcer_argv()),
         ):
-            if processes.daemon_pid(name, self.config.run_dir, self._marker) is None:
+            if name in restart or \
+                    processes.daemon_pid(name, self.config.run_dir, self._marker) is None:
                 processes.stop_daemon(name, self.config.run_dir, self._marker)
                 self._start(name, argv, in_netns=True, keep_mounts=keep_mounts)
                 if name == "node-agent":
                     self._wait_node_ready(deadline)
+        ensure_admission(KubeRest(self.api_client()))
         sentinel = DataplaneSync(self.api_client(), self.config)
         sentinel.install(timeout_s=max(1.0, deadline - time.monotonic()))
         return self.status()
@@ -267,16 +288,28 @@ class Cluster:
         self, namespaces: tuple[str, ...] | list[str] = (), timeout_s: float = 60.0
     ) -> float:
         """Bounded wait until the pods of ``namespaces`` are ready and the dataplane enforces
-        every API change made before the call (see :mod:`apps.k8s.cluster.sync`).
+        every API change made before the call (see :mod:`apps.k8s.cluster.sync`), and check
+        that the enforcer reports each of ``namespaces`` in sync (:mod:`apps.k8s.cluster.health`).
 
         Returns:
-            Seconds waited. Raises :class:`apps.k8s.cluster.sync.SyncTimeoutError`.
+            Seconds waited.
+
+        Raises:
+            apps.k8s.cluster.sync.SyncTimeoutError: not within ``timeout_s``.
+            apps.k8s.cluster.health.NotEnforcedError: a namespace is not in sync (a refused
+                policy, over the per-namespace budget, rules the kernel refused); the message
+                names the namespace, the policies and the reasons.
         """
         start = time.monotonic()
         if namespaces:
             wait_pods_ready(self.api_client(), namespaces, timeout_s)
         remaining = max(1.0, timeout_s - (time.monotonic() - start))
-        DataplaneSync(self.api_client(), self.config).barrier(remaining)
+        sentinel = DataplaneSync(self.api_client(), self.config)
+        sentinel.barrier(remaining)
+        if namespaces and sentinel.last_status is not None:
+            bad = sentinel.last_status.not_in_sync(tuple(namespaces))
+            if bad:
+                raise NotEnforcedError(describe_not_in_sync(bad), bad)
         return time.monotonic() - start
 
     def kubectl_env(self, kubeconfig: Path | None = None) -> dict[str, str]:
@@ -410,7 +443,22 @@ class Cluster:
             sys.executable, "-m", "apps.k8s.cluster.enforcer",
             "--kubeconfig", str(cfg.kubeconfig_dir / "netpol-enforcer.kubeconfig"),
             "--pod-cidr", cfg.pod_cidr,
+            "--status-file", str(cfg.run_dir / STATUS_FILE),
+            "--status-format", str(STATUS_FORMAT),
         ]
+
+    def _enforcer_outdated(self) -> bool:
+        """True when the running enforcer was started by a version that writes no status file
+        of :data:`apps.k8s.cluster.health.STATUS_FORMAT` (its command line says which)."""
+        pid = processes.daemon_pid("netpol-enforcer", self.config.run_dir, self._marker)
+        if pid is None:
+            return False
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        wanted = [b"--status-format", str(STATUS_FORMAT).encode()]
+        return not any(argv[i:i + 2] == wanted for i in range(len(argv) - 1))
 
     # ------------------------------------------------------------------ readiness
 

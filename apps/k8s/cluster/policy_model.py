@@ -22,16 +22,29 @@ and the ``networking.k8s.io/v1`` API reference):
   ``port`` means every port of that protocol. A *named* port is resolved against the
   destination pod's own container ports (name and protocol must both match), in ingress and
   egress rules alike.
-* ``ipBlock`` peers describe addresses outside the pod network: in this model (as in
-  network-config-analyzer) they never match pod IPs. Kubernetes leaves "ipBlock vs pod IP" to
-  the implementation; the enforcer excludes the pod CIDR from every ipBlock so that the model
-  and the dataplane agree.
+* ``ipBlock`` peers match addresses, pod IPs included: a pod whose IP lies in ``cidr`` and in
+  none of the ``except`` blocks is selected like any other address. The API documentation
+  leaves "ipBlock vs pod IP" to the implementation; this is the reading of Kubernetes'
+  NetworkPolicy e2e suite (test/e2e/network/netpol: "should allow egress access to server in
+  CIDR block", "should enforce except clause while egress access to server in CIDR block",
+  "should ensure an IP overlapping both IPBlock.CIDR and IPBlock.Except is allowed", which put
+  a pod's own IP in an ipBlock) and of Calico, Antrea, kube-router and kube-network-policies.
+  network-config-analyzer (nca) reads it differently (ipBlocks never match pods); see
+  :mod:`apps.k8s.cluster.nca_oracle` for how its answers are compared.
+* What the embedded cluster cannot enforce (:func:`unsupported`: it is IPv4-only, so an IPv6
+  ``cidr`` or ``except``, or a string that is not a plain dotted-quad CIDR) makes the *whole
+  policy* refused: the enforcer installs none of its rules but keeps the pods it selects
+  isolated in its directions (a refusal never opens traffic) and reports the namespace as not
+  in sync (:mod:`apps.k8s.cluster.health`). This model computes the same fail-closed reading,
+  so model and dataplane agree even then; the judge never scores a namespace that is not in
+  sync.
 * Traffic from a pod to itself is always allowed.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -160,6 +173,83 @@ def resolve_ports(ports: Sequence[Obj] | None, dst: Pod | None) -> list[PortMatc
     return result
 
 
+_IPV4_CIDR = re.compile(r"(0|[1-9][0-9]{0,2})(\.(0|[1-9][0-9]{0,2})){3}/(0|[1-9][0-9]?)")
+SUPPORTED_PROTOCOLS = ("TCP", "UDP", "SCTP")
+
+
+def parse_ipv4_cidr(text: object) -> ipaddress.IPv4Network | None:
+    """The network of a dotted-quad CIDR ``a.b.c.d/n`` (host bits allowed and masked off).
+
+    None for anything else: IPv6 (also IPv4-mapped IPv6 such as ``::ffff:10.0.0.0/104``),
+    leading zeros (``010.0.0.0/8``, which Go's lenient parser in the API server accepts and
+    reads as decimal while other parsers read octal), a missing prefix, octets above 255 or a
+    prefix above 32. The same strings the admission rule's CEL ``isCIDR(x) &&
+    cidr(x).ip().family() == 4`` accepts (:mod:`apps.k8s.cluster.admission`).
+    """
+    if not isinstance(text, str) or not _IPV4_CIDR.fullmatch(text):
+        return None
+    address, _, prefix = text.partition("/")
+    if int(prefix) > 32 or any(int(octet) > 255 for octet in address.split(".")):
+        return None
+    return ipaddress.IPv4Network(text, strict=False)
+
+
+def _peers(policy: Obj) -> list[Obj]:
+    spec = policy.get("spec") or {}
+    return [peer for direction, key in (("ingress", "from"), ("egress", "to"))
+            for rule in spec.get(direction) or [] for peer in rule.get(key) or []]
+
+
+def unsupported(policy: Obj) -> list[str]:
+    """Why the embedded cluster's enforcer cannot install ``policy`` (empty: it can).
+
+    The enforcer is IPv4-only and writes every address into iptables itself, so each ipBlock
+    ``cidr`` and ``except`` must be what :func:`parse_ipv4_cidr` accepts; ports must use a
+    protocol of :data:`SUPPORTED_PROTOCOLS` and numbers (and ``endPort``) within 1-65535. The
+    API server's own validation already refuses most of the rest; what it accepts and this
+    refuses is IPv6, IPv4-mapped IPv6 and leading zeros. Episode namespaces refuse the same at
+    admission (:mod:`apps.k8s.cluster.admission`), so only policies written elsewhere reach
+    the enforcer's refusal.
+    """
+    reasons: list[str] = []
+    for peer in _peers(policy):
+        block = peer.get("ipBlock")
+        if not block:
+            continue
+        for text in [block.get("cidr"), *(block.get("except") or [])]:
+            if parse_ipv4_cidr(text) is None:
+                reasons.append(f"ipBlock {text!r} is not an IPv4 CIDR (this cluster is IPv4-only)")
+    spec = policy.get("spec") or {}
+    for direction in ("ingress", "egress"):
+        for rule in spec.get(direction) or []:
+            for entry in rule.get("ports") or []:
+                protocol = entry.get("protocol") or "TCP"
+                port, end = entry.get("port"), entry.get("endPort")
+                if protocol not in SUPPORTED_PROTOCOLS:
+                    reasons.append(f"protocol {protocol!r} is not one of TCP, UDP, SCTP")
+                if isinstance(port, int) and not 1 <= port <= 65535:
+                    reasons.append(f"port {port} is outside 1-65535")
+                if end is not None and not (isinstance(port, int) and port <= end <= 65535):
+                    reasons.append(f"endPort {end} needs a numeric port not above it")
+    return reasons
+
+
+def block_contains(block: Obj, ip: str) -> bool:
+    """Is address ``ip`` in ipBlock ``block`` (in ``cidr`` and in no ``except``)?
+
+    A block :func:`parse_ipv4_cidr` cannot read matches nothing (its policy is refused).
+    """
+    network = parse_ipv4_cidr(block.get("cidr"))
+    excepts = [parse_ipv4_cidr(e) for e in block.get("except") or []]
+    if network is None or any(e is None for e in excepts):
+        return False
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:  # a pod without an address (e.g. the heuristic agent's view)
+        return False
+    return addr in network and not any(addr in e for e in excepts if e is not None)
+
+
 class PolicyModel:
     """The NetworkPolicies, pods and namespaces of a cluster (or part of one).
 
@@ -168,7 +258,12 @@ class PolicyModel:
         namespace_labels: ``{namespace: labels}`` for every namespace a selector may match
             (include ``kubernetes.io/metadata.name``, as the API server does).
         policies: NetworkPolicy dicts as returned by the API.
-        pod_cidr: the pod network; ipBlock peers never match inside it.
+        pod_cidr: the pod network (kept for the enforcer, which tells pod and non-pod
+            destinations apart with it; ipBlocks match pod IPs like any other address).
+
+    Attributes:
+        refused: ``{(namespace, name): reasons}`` of the policies :func:`unsupported` refuses;
+            they isolate the pods they select but admit nothing.
     """
 
     def __init__(self, pods: Iterable[Pod], namespace_labels: Mapping[str, Mapping[str, str]],
@@ -178,8 +273,18 @@ class PolicyModel:
         self.policies = list(policies)
         self.pod_net = ipaddress.ip_network(pod_cidr, strict=False)
         self._by_ns: dict[str, list[Obj]] = {}
+        self.refused: dict[tuple[str, str], list[str]] = {}
         for pol in self.policies:
-            self._by_ns.setdefault(pol["metadata"]["namespace"], []).append(pol)
+            meta = pol["metadata"]
+            self._by_ns.setdefault(meta["namespace"], []).append(pol)
+            reasons = unsupported(pol)
+            if reasons:
+                self.refused[(meta["namespace"], meta.get("name", ""))] = reasons
+
+    def is_refused(self, policy: Obj) -> bool:
+        """True when ``policy`` is one of :attr:`refused` (it admits nothing)."""
+        meta = policy["metadata"]
+        return (meta["namespace"], meta.get("name", "")) in self.refused
 
     # -------------------------------------------------------------- selection
 
@@ -192,9 +297,12 @@ class PolicyModel:
         ]
 
     def peer_matches_pod(self, peer: Obj, policy_ns: str, pod: Pod) -> bool:
-        """Does a ``from``/``to`` peer of a policy in ``policy_ns`` select ``pod``?"""
+        """Does a ``from``/``to`` peer of a policy in ``policy_ns`` select ``pod``?
+
+        An ipBlock peer selects the pod when its IP is in the block (:func:`block_contains`).
+        """
         if "ipBlock" in peer and peer["ipBlock"] is not None:
-            return False
+            return block_contains(peer["ipBlock"], pod.ip)
         ns_sel = peer.get("namespaceSelector")
         pod_sel = peer.get("podSelector")
         if ns_sel is None and pod_sel is None:
@@ -207,15 +315,9 @@ class PolicyModel:
         return pod_sel is None or selector_matches(pod_sel, pod.labels)
 
     def peer_matches_address(self, peer: Obj, ip: str) -> bool:
-        """Does a peer select the non-pod address ``ip`` (only ipBlock peers can)?"""
+        """Does a peer select address ``ip`` as an address (only ipBlock peers can)?"""
         block = peer.get("ipBlock")
-        if not block:
-            return False
-        addr = ipaddress.ip_address(ip)
-        if addr in self.pod_net or addr not in ipaddress.ip_network(block["cidr"], strict=False):
-            return False
-        return not any(addr in ipaddress.ip_network(e, strict=False)
-                       for e in block.get("except") or [])
+        return block_contains(block, ip) if block else False
 
     # -------------------------------------------------------------- decisions
 
@@ -234,6 +336,8 @@ class PolicyModel:
             ("ingress", "from") if direction == "Ingress" else ("egress", "to")
         )
         for pol in policies:
+            if self.is_refused(pol):
+                continue  # isolates, admits nothing (fail-closed, as the enforcer)
             ns = pol["metadata"]["namespace"]
             for rule in (pol.get("spec") or {}).get(field_rules) or []:
                 peers = rule.get(field_peers) or []
@@ -253,9 +357,12 @@ class PolicyModel:
 
     def matrix(self, sources: Sequence[Pod] | None = None,
                destinations: Sequence[Pod] | None = None,
-               include_self: bool = False) -> dict[str, dict[str, dict[str, bool]]]:
-        """Expected matrix ``{src: {dst: {"PROTO/port": allowed}}}`` over the declared TCP/UDP
-        ports of every destination (the shape of :func:`apps.k8s.cluster.prober.measure_matrix`).
+               include_self: bool = False,
+               protocols: Sequence[str] = ("TCP", "UDP"),
+               ) -> dict[str, dict[str, dict[str, bool]]]:
+        """Expected matrix ``{src: {dst: {"PROTO/port": allowed}}}`` over the declared ports of
+        every destination whose protocol is in ``protocols`` (default TCP and UDP: the shape of
+        :func:`apps.k8s.cluster.prober.measure_matrix`, which cannot probe SCTP).
         """
         srcs = list(sources) if sources is not None else self.pods
         dsts = list(destinations) if destinations is not None else self.pods
@@ -267,7 +374,7 @@ class PolicyModel:
                     continue
                 cells = {f"{proto}/{port}": self.allows(src, dst, proto, port)
                          for proto, port, _name in sorted(set(dst.ports))
-                         if proto in ("TCP", "UDP")}
+                         if proto in protocols}
                 row[dst.key] = cells
             out[src.key] = row
         return out

@@ -19,6 +19,14 @@ and installs the whole filter table with one ``iptables-restore`` (its ipsets be
 sync that admits the new client therefore LISTed after the three sentinel writes, hence saw
 every pod, namespace and NetworkPolicy change written before them. Pods must already have
 their IP (see :func:`wait_pods_ready`), because the node agent's status patch is a write of its own.
+
+Health: after every install the enforcer writes the per-namespace sync health of that sync to
+its status file (:mod:`apps.k8s.cluster.health`), with the epoch when namespace, pods and gate
+policy all carried it in that sync's LISTs
+(:func:`apps.k8s.cluster.enforcer.sentinel_epoch`). Once the probe passes, the barrier waits
+for the status of its own epoch (or of a later sync: the epoch only changes under the barrier's
+lock) and keeps it in :attr:`DataplaneSync.last_status`; that health therefore describes a
+sync that read every write made before the barrier.
 """
 
 from __future__ import annotations
@@ -27,11 +35,13 @@ import fcntl
 import time
 import uuid
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from apps.k8s.cluster.health import STATUS_FILE, EnforcerStatus, read_status
 from apps.k8s.cluster.prober import Probe, probe_once
 from apps.k8s.cluster.rest import KubeRest, resource_path
 
@@ -107,6 +117,14 @@ class DataplaneSync:
         self.config = config
         self.api = api
         self.rest = KubeRest(self.api)
+        self.last_status: EnforcerStatus | None = None
+        """The enforcer's report of the sync that passed the last barrier (see the module
+        docstring)."""
+
+    @property
+    def status_path(self) -> Path:
+        """The enforcer's status file (:data:`apps.k8s.cluster.health.STATUS_FILE`)."""
+        return self.config.run_dir / STATUS_FILE
 
     def install(self, timeout_s: float = 60.0) -> float:
         """Create the sentinel objects (idempotent) and pass one barrier.
@@ -149,10 +167,17 @@ class DataplaneSync:
         )
         wait_pods_ready(self.api, [SYNC_NAMESPACE], max(1.0, timeout_s - _since(start)))
         # Until the enforcer has synced the gate policy the server is unprotected and any
-        # probe passes: first wait until the idle client is refused.
+        # probe passes: first wait until the idle client is refused on the port the gate
+        # opens now. (Which client is idle depends on the barriers passed so far: a restarted
+        # enforcer finds the sentinel as the last barrier left it.)
         pods = self._pods()
-        idle = pods["sync-client-1"]
-        probe = Probe(self._netns(idle), pods["sync-server"]["status"]["podIP"], SYNC_PORTS[1])
+        gate = rest.get(resource_path("networkpolicies", SYNC_NAMESPACE, "sync-gate"))
+        rule = gate["spec"]["ingress"][0]
+        current = rule["from"][0]["podSelector"]["matchLabels"][EPOCH_LABEL]
+        port = int(rule["ports"][0]["port"])
+        idle = next(pods[f"sync-client-{i}"] for i in (1, 0)
+                    if _labels(pods[f"sync-client-{i}"]).get(EPOCH_LABEL) != current)
+        probe = Probe(self._netns(idle), pods["sync-server"]["status"]["podIP"], port)
         while probe_once(probe, timeout_s=0.2):
             if _since(start) > timeout_s:
                 raise SyncTimeoutError("the enforcer does not enforce the sentinel policy")
@@ -216,7 +241,18 @@ class DataplaneSync:
             if time.monotonic() - start > timeout_s:
                 raise SyncTimeoutError(f"dataplane did not converge within {timeout_s} s")
             time.sleep(POLL_INTERVAL_S)
-        return time.monotonic() - start
+        # the enforcer writes the status right after the install that admitted the probe
+        while True:
+            status = read_status(self.status_path)
+            if status is not None and status.sentinel_epoch == epoch:
+                self.last_status = status
+                return time.monotonic() - start
+            if time.monotonic() - start > timeout_s:
+                raise SyncTimeoutError(
+                    f"the enforcer reported no health for barrier epoch {epoch} in "
+                    f"{self.status_path} within {timeout_s} s (an enforcer of another version? "
+                    "`python -m apps.k8s.cluster up` restarts it)")
+            time.sleep(POLL_INTERVAL_S / 2)
 
     @staticmethod
     def _policy(epoch: str, port: int) -> dict[str, Any]:

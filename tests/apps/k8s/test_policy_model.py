@@ -9,7 +9,13 @@ from typing import Any
 
 from apps.k8s.cluster.crosscheck import compare
 from apps.k8s.cluster.enforcer import EGRESS_MARK, INGRESS_MARK, compile_model
-from apps.k8s.cluster.policy_model import Pod, PolicyModel, selector_matches
+from apps.k8s.cluster.policy_model import (
+    Pod,
+    PolicyModel,
+    parse_ipv4_cidr,
+    selector_matches,
+    unsupported,
+)
 
 NS = {"a": {"kubernetes.io/metadata.name": "a"}, "b": {"kubernetes.io/metadata.name": "b"}}
 
@@ -57,14 +63,116 @@ def test_named_ports_resolve_per_destination_in_egress_without_to() -> None:
     assert sorted(ruleset.ipsets.values()) == [("10.244.0.3",), ("10.244.0.4",)]
 
 
-def test_ip_blocks_never_match_pods() -> None:
+def test_ip_blocks_match_pod_ips_as_the_e2e_suite_expects() -> None:
+    """Issue 22 (c): a pod whose IP is in an ipBlock (and in no except) is selected by it, in
+    the model and in the compiled table (no RETURN for the pod CIDR any more)."""
     s = Pod("a", "s", "10.244.0.2", {}, (("TCP", 80, ""),))
     d = Pod("a", "d", "10.244.0.3", {}, (("TCP", 80, ""),))
-    model = PolicyModel([s, d], NS, [_pol("a", {
-        "podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]}]})])
-    assert not model.allows(s, d, "TCP", 80)
-    assert model.peer_matches_address({"ipBlock": {"cidr": "10.0.0.0/8"}}, "10.1.2.3")
-    assert "-s 10.244.0.0/16 -j RETURN" in compile_model(model, "10.244.0.0/16").iptables
+    e = Pod("a", "e", "10.244.0.4", {}, (("TCP", 80, ""),))
+    model = PolicyModel([s, d, e], NS, [_pol("a", {
+        "podSelector": {}, "ingress": [{"from": [{"ipBlock": {
+            "cidr": "10.0.0.0/8", "except": ["10.244.0.4/32"]}}]}]})])
+    assert model.allows(s, d, "TCP", 80) and model.allows(d, e, "TCP", 80)
+    assert not model.allows(e, d, "TCP", 80)  # e's address is excepted
+    assert model.peer_matches_address({"ipBlock": {"cidr": "10.0.0.0/8"}}, "10.244.0.3")
+    text = compile_model(model, "10.244.0.0/16").iptables
+    assert "-s 10.244.0.0/16 -j RETURN" not in text
+    assert "-s 10.244.0.4/32 -j RETURN" in text and "-s 10.0.0.0/8 -j NAB-" in text
+
+
+def test_ip_block_except_and_named_ports_in_egress() -> None:
+    """Egress to an ipBlock with a named port: the name resolves on pods inside the block
+    (per destination), numbered entries apply to every address of the block."""
+    s = Pod("a", "s", "10.244.0.2", {"app": "s"}, (("TCP", 80, ""),))
+    d1 = Pod("b", "d1", "10.244.1.3", {}, (("TCP", 8080, "web"),))
+    d2 = Pod("b", "d2", "10.244.1.4", {}, (("TCP", 9090, "web"),))
+    d3 = Pod("b", "d3", "10.244.2.5", {}, (("TCP", 8080, "web"),))
+    model = PolicyModel([s, d1, d2, d3], NS, [_pol("a", {
+        "podSelector": {"matchLabels": {"app": "s"}}, "policyTypes": ["Egress"],
+        "egress": [{"to": [{"ipBlock": {"cidr": "10.244.0.0/16", "except": ["10.244.2.0/24"]}}],
+                    "ports": [{"port": "web"}, {"port": 9090}]}]})])
+    assert model.matrix([s])["a/s"] == {"b/d1": {"TCP/8080": True}, "b/d2": {"TCP/9090": True},
+                                        "b/d3": {"TCP/8080": False}}
+    ruleset = compile_model(model, "10.244.0.0/16")
+    assert ("10.244.1.3",) in ruleset.ipsets.values()  # web -> 8080 on d1
+    assert "-d 10.244.2.0/24 -j RETURN" in ruleset.iptables
+
+
+def test_an_unsupported_policy_is_refused_alone_and_fails_closed() -> None:
+    """Issue 22 (a): an IPv6 ipBlock (accepted by the API server) makes that one policy
+    refused: its pods stay isolated, nothing of it is admitted, the namespace reports it, and
+    the other namespace compiles normally; the table names no IPv6 address."""
+    a1 = Pod("a", "a1", "10.244.0.2", {"app": "x"}, (("TCP", 80, ""),))
+    b1 = Pod("b", "b1", "10.244.0.3", {"app": "y"}, (("TCP", 80, ""),))
+    b2 = Pod("b", "b2", "10.244.0.4", {"app": "z"}, (("TCP", 80, ""),))
+    v6 = _pol("a", {"podSelector": {}, "policyTypes": ["Egress"], "egress": [
+        {"to": [{"ipBlock": {"cidr": "2001:db8::/32", "except": ["2001:db8:1::/48"]}}]},
+        {}]})  # the second rule would admit everything if the policy were installed
+    allow_all = {**_pol("b", {"podSelector": {}, "ingress": [{}]}),
+                 "metadata": {"name": "allow", "namespace": "b"}}
+    deny = {**_pol("b", {"podSelector": {"matchLabels": {"app": "z"}}}),
+            "metadata": {"name": "deny-z", "namespace": "b"}}
+    model = PolicyModel([a1, b1, b2], NS, [v6, allow_all, deny])
+    assert model.refused == {("a", "p"): [
+        "ipBlock '2001:db8::/32' is not an IPv4 CIDR (this cluster is IPv4-only)",
+        "ipBlock '2001:db8:1::/48' is not an IPv4 CIDR (this cluster is IPv4-only)"]}
+    assert not model.allows(a1, b1, "TCP", 80)  # fail-closed
+    assert model.allows(b2, b1, "TCP", 80)
+    ruleset = compile_model(model, "10.244.0.0/16")
+    assert "2001" not in ruleset.iptables
+    assert not ruleset.health["a"].in_sync and "2001:db8::/32" in ruleset.health["a"].describe()
+    assert ruleset.health["b"].in_sync
+    assert "-s 10.244.0.2/32 -m mark ! --mark 0x10000/0x10000 -j REJECT" in ruleset.iptables
+
+
+def test_unsupported_strings_the_api_server_accepts() -> None:
+    """The API server's lenient CIDR parser accepts these; the model refuses them."""
+    for text in ("2001:db8::/32", "::ffff:10.0.0.0/104", "010.0.0.0/8", "10.0.0.0/08",
+                 "10.0.0.256/8", "10.0.0.0/33", "10.0.0.0"):
+        assert parse_ipv4_cidr(text) is None, text
+    assert str(parse_ipv4_cidr("10.243.1.7/16")) == "10.243.0.0/16"
+    assert str(parse_ipv4_cidr("0.0.0.0/0")) == "0.0.0.0/0"
+    assert unsupported(_pol("a", {"podSelector": {}, "ingress": [{"from": [
+        {"ipBlock": {"cidr": "10.0.0.0/8", "except": ["010.1.0.0/16"]}}]}]}))
+
+
+def test_a_namespace_over_its_budget_fails_closed_alone() -> None:
+    """A namespace whose policies compile beyond the budget is installed fail-closed and
+    reported; another namespace is compiled as usual."""
+    pods = [Pod("a", f"a{i}", f"10.244.0.{i + 2}", {"app": f"x{i}"}, (("TCP", 80, ""),))
+            for i in range(4)]
+    pods.append(Pod("b", "b0", "10.244.1.2", {"app": "y"}, (("TCP", 80, ""),)))
+    big = [{"metadata": {"name": f"p{i}", "namespace": "a"}, "spec": {
+        "podSelector": {}, "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": f"x{j}"}}}
+                                                  for j in range(4)],
+                                        "ports": [{"port": 1000 + 10 * i + k} for k in range(10)]}]}}
+           for i in range(5)]
+    small = _pol("b", {"podSelector": {}, "ingress": [{"from": [{"podSelector": {}}]}]})
+    model = PolicyModel(pods, NS, [*big, small])
+    generous = compile_model(model, "10.244.0.0/16", budget=10_000)
+    assert generous.health["a"].in_sync and generous.health["a"].rules > 200
+    tight = compile_model(model, "10.244.0.0/16", budget=200)
+    assert not tight.health["a"].in_sync and "budget of 200" in (tight.health["a"].error or "")
+    assert tight.health["b"].in_sync
+    assert "-d 10.244.0.2/32 -j REJECT" in tight.iptables  # a's pods reject every connection
+    assert "-m set --match-set" in tight.iptables  # b keeps its rules
+
+
+def test_chains_are_per_policy_and_named_by_content() -> None:
+    """Two pods isolated by different policy sets share each policy's chain; compiling twice
+    gives the same text (so an unchanged table is not reinstalled)."""
+    p1 = Pod("a", "p1", "10.244.0.2", {"app": "x", "tier": "t"}, (("TCP", 80, ""),))
+    p2 = Pod("a", "p2", "10.244.0.3", {"app": "x"}, (("TCP", 80, ""),))
+    both = {"metadata": {"name": "both", "namespace": "a"},
+            "spec": {"podSelector": {"matchLabels": {"app": "x"}}, "ingress": [{"ports": [
+                {"port": 80}]}]}}
+    tier = {"metadata": {"name": "tier", "namespace": "a"},
+            "spec": {"podSelector": {"matchLabels": {"tier": "t"}}, "ingress": [{"ports": [
+                {"port": 81}]}]}}
+    model = PolicyModel([p1, p2], NS, [both, tier])
+    first = compile_model(model, "10.244.0.0/16").iptables
+    assert first == compile_model(model, "10.244.0.0/16").iptables
+    assert first.count(":NAP-") == 2
 
 
 def test_compare_lists_every_disagreeing_cell() -> None:
