@@ -2,8 +2,9 @@
 (real Redis), the real MALT app and the served oracle reference agent over HTTP.
 
 A member submits an agent from the Submit page and watches the progress bar reach the end
-without the page reloading; then submits another agent to an app no worker serves (so it
-stays open) and cancels it with the page's Cancel button.
+without the page reloading, the episodes table fill in and the result (correct and safe with
+its interval, the board rank) appear; then submits another agent to an app no worker serves
+(so it stays open) and cancels it with the page's Cancel button.
 """
 
 from __future__ import annotations
@@ -81,6 +82,18 @@ def test_progress_reaches_the_end_without_reload_and_cancel(page: Page, tmp_path
         assert page.evaluate("bar => bar.value === bar.max", bar.element_handle())
         expect(page.get_by_test_id("cancel-form")).to_have_count(0)
         expect(page.get_by_test_id("progress-apps")).to_contain_text(f"malt: {QUERIES}/{QUERIES}")
+        # the result and the filled episodes table, swapped in without a reload
+        result = page.get_by_test_id("result-malt")
+        # the oracle: 4 of 4 correct and safe, Wilson 95% interval [51.0, 100.0]
+        expect(result.get_by_test_id("result-correct-and-safe")).to_contain_text(
+            "100.0% [51.0, 100.0]", timeout=30_000
+        )
+        expect(result.get_by_test_id("result-rank")).to_contain_text("1 of 1")
+        expect(result.get_by_test_id("result-previous")).to_contain_text("no earlier")
+        episode_rows = page.get_by_test_id("episodes").locator("tbody tr")
+        expect(episode_rows).to_have_count(QUERIES)
+        for row in episode_rows.all():
+            expect(row).to_contain_text("done")
         assert page.evaluate("window.__notReloaded") is True  # updated in place
         assert Submission.objects.get(pk=submission_id).status == "finished"
 
