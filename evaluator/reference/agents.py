@@ -76,14 +76,20 @@ class OracleAgent(ReferenceAgent):
                 f"no oracle vault entry for episode {episode_id[:40]!r} in "
                 f"{self.vault.directory}: was the evaluation started with this vault?",
             )
-        if query.app_id == self.app.app_id:
-            app = self.app
-        else:
-            try:
-                app = registry.get_app(query.app_id)
-            except UnknownAppError as exc:
-                raise AgentReplyError(404, f"vault entry names an unknown app: {exc}") from None
-        return app.oracle_reply(query.ground_truth, messages)
+        return self._app_named(query.app_id).oracle_reply(query.ground_truth, messages)
+
+    def _app_named(self, app_id: str) -> App:
+        if app_id == self.app.app_id:
+            return self.app
+        try:
+            return registry.get_app(app_id)
+        except UnknownAppError as exc:
+            raise AgentReplyError(404, f"vault entry names an unknown app: {exc}") from None
+
+    def app_of(self, messages: list[JSON], episode_id: str | None) -> App:
+        """The app of the episode's vault entry (else the served app)."""
+        query = self.vault.get(episode_id) if episode_id else None
+        return self.app if query is None else self._app_named(query.app_id)
 
 
 class NullAgent(ReferenceAgent):
@@ -227,6 +233,14 @@ class MultiAppAgent(ReferenceAgent):
     def reply(self, messages: list[JSON], episode_id: str | None) -> str:
         """Return the reply of the member agent of the request's app."""
         return self.members[self.app_for(messages, episode_id)].reply(messages, episode_id)
+
+    def app_of(self, messages: list[JSON], episode_id: str | None) -> App:
+        """The member app of the request (:meth:`app_for`)."""
+        return self.members[self.app_for(messages, episode_id)].app
+
+    def tool_reply(self, messages: list[JSON], episode_id: str | None) -> JSON:
+        """The tool call of the member agent of the request's app."""
+        return self.members[self.app_for(messages, episode_id)].tool_reply(messages, episode_id)
 
 
 def make_served_agent(

@@ -46,6 +46,25 @@ class ReferenceAgent(ABC):
     def reply(self, messages: list[JSON], episode_id: str | None) -> str:
         """Return the reply to ``messages``. Raises :class:`AgentReplyError`."""
 
+    def app_of(self, messages: list[JSON], episode_id: str | None) -> App:
+        """The app a request belongs to (default: :attr:`app`). Raises
+        :class:`AgentReplyError` (400) when it cannot be told."""
+        return self.app
+
+    def tool_reply(self, messages: list[JSON], episode_id: str | None) -> JSON:
+        """The reply as one call of the app's tools (the ``openai-tools`` protocol):
+        ``{"name", "arguments"}`` (``arguments`` an object or its JSON text), optionally
+        ``"content"``. ``messages`` is the chat as :meth:`reply` gets it (assistant contents
+        are the reply texts of the agent's earlier calls).
+
+        Default: :meth:`reply`'s text carried by :meth:`evaluator.app.App.tool_call_from_reply`
+        of the request's app. Raises :class:`AgentReplyError`.
+        """
+        name, arguments = self.app_of(messages, episode_id).tool_call_from_reply(
+            self.reply(messages, episode_id)
+        )
+        return {"name": name, "arguments": arguments}
+
     @property
     def app_ids(self) -> list[str]:
         """Ids of the apps this agent answers."""

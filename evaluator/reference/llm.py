@@ -20,6 +20,11 @@ The reply returned to the evaluator is what the app parses, not the model's pros
 
 Every app declares its format (:attr:`App.reply_format`) and its solved examples for the
 few-shot strategy (:meth:`App.few_shot_examples`, question/answer pairs).
+
+Served on ``openai-tools`` (:meth:`LlmAgent.tool_reply`) the agent forwards the app's tools to
+the upstream model instead (``tool_choice: "required"``, one call per reply) and passes the
+model's call through unchanged; the strategy then only changes the system message, and
+few-shot answers are shown as calls (:meth:`App.tool_call_from_reply`).
 """
 
 from __future__ import annotations
@@ -28,12 +33,13 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from evaluator.agents.base import AgentClient, AgentError
 from evaluator.agents.guard import LOOPBACK_NETWORKS, RefusedAddressError
 from evaluator.agents.openai_chat import OpenAIChatClient
+from evaluator.agents.openai_tools import OpenAIToolsClient
 from evaluator.app import App
 from evaluator.reference.base import AgentConfigError, AgentReplyError, ReferenceAgent
 from evaluator.types import JSON
@@ -97,6 +103,41 @@ _REACT_SINGLE_SHOT = (
     "Then write a line that starts with 'Final Answer:' and put only the answer after it."
 )
 
+_TOOLS_HINT = (
+    "You act only by calling the tools you are given: exactly one tool call in every reply. "
+    "The tools take what the task's answer format describes (a command and the machine it "
+    "runs on, or the code to submit); their descriptions say how."
+)
+
+_COT_TOOLS = (
+    "Reason before you act. Work through the task step by step in the text of your reply: "
+    "restate what is asked, list the facts you need from the task and the observations, "
+    "consider what could go wrong (including side effects on parts of the network that "
+    "already work), then make the one tool call."
+)
+
+_REACT_TOOLS_MULTI_TURN = (
+    "Work in a loop of thinking and acting. In every reply write a line starting with "
+    "'Thought:' with your reasoning about the latest observation, then make exactly one tool "
+    "call. Its result comes back as the tool's answer, marked 'Observation:'. When the cause "
+    "is not clear yet, use a call that only inspects the network; change the configuration "
+    "only once the observations support the change."
+)
+
+_REACT_TOOLS_SINGLE_SHOT = (
+    "You have exactly one tool call, so act once. First write lines beginning with "
+    "'Thought:' in which you work out which data you need, how to compute the result and how "
+    "to check it; then make the call."
+)
+
+_FEW_SHOT_TOOLS_INTRO = (
+    "Before the real task you will see solved examples of similar tasks: each example "
+    "question is followed by a correct tool call. Answer the real task the same way."
+)
+
+#: The tool answer shown after a few-shot example's call (``openai-tools``).
+EXAMPLE_RESULT = "(This was a solved example; nothing was run.)"
+
 _THINK_RE = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 _FINAL_RE = re.compile(r"^[ \t>*_#]*final[ _]answer[ \t*_]*:", re.IGNORECASE | re.MULTILINE)
 _ACTION_RE = re.compile(r"^[ \t>*_#]*action[ \t*_]*:", re.IGNORECASE | re.MULTILINE)
@@ -105,8 +146,11 @@ _ONE_LINE_FENCE_RE = re.compile(r"```([^`\n]+)```")
 _SHELL_TAGS = {"bash", "sh", "shell", "console", "zsh", "terminal", "text", "plaintext"}
 
 
-def system_prompt(strategy: str, reply_format: str, *, multi_turn: bool) -> str:
-    """Return our system prompt for a strategy and reply format.
+def system_prompt(
+    strategy: str, reply_format: str, *, multi_turn: bool, tools: bool = False
+) -> str:
+    """Return our system prompt for a strategy and reply format (``tools``: the agent answers
+    with tool calls, ``openai-tools``).
 
     Raises:
         ValueError: unknown strategy or format.
@@ -115,6 +159,15 @@ def system_prompt(strategy: str, reply_format: str, *, multi_turn: bool) -> str:
         raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
     if reply_format not in REPLY_FORMATS:
         raise ValueError(f"unknown reply format {reply_format!r}")
+    if tools:
+        parts = [_ROLE, _TOOLS_HINT]
+        if strategy == "few-shot":
+            parts.append(_FEW_SHOT_TOOLS_INTRO)
+        elif strategy == "cot":
+            parts.append(_COT_TOOLS)
+        elif strategy == "react":
+            parts.append(_REACT_TOOLS_MULTI_TURN if multi_turn else _REACT_TOOLS_SINGLE_SHOT)
+        return "\n\n".join(parts)
     parts = [_ROLE, _FORMAT_HINTS[reply_format]]
     if strategy == "few-shot":
         parts.append(_FEW_SHOT_INTRO)
@@ -150,6 +203,7 @@ def upstream_messages(
     multi_turn: bool,
     examples: Sequence[tuple[str, str]] = (),
     max_context_chars: int = MAX_CONTEXT_CHARS,
+    call_of: Callable[[str], tuple[str, JSON]] | None = None,
 ) -> list[JSON]:
     """Return the chat sent to the upstream model for one reply.
 
@@ -159,18 +213,26 @@ def upstream_messages(
     the conversation; under ``react`` every observation after the task is prefixed with
     ``Observation:``. Oldest steps are left out beyond ``max_context_chars``.
 
+    With ``call_of`` (the app's :meth:`~evaluator.app.App.tool_call_from_reply`) the chat is
+    for a tool-calling upstream: the system prompt asks for tool calls, assistant messages
+    keep their ``"tool_call"`` records, and each few-shot answer becomes an assistant call
+    answered by :data:`EXAMPLE_RESULT`.
+
     Raises:
         ValueError: unknown strategy or format.
     """
-    system = system_prompt(strategy, reply_format, multi_turn=multi_turn)
+    tools = call_of is not None
+    system = system_prompt(strategy, reply_format, multi_turn=multi_turn, tools=tools)
     extra_system = [str(m.get("content", "")) for m in conversation if m.get("role") == "system"]
     if extra_system:
         system = "\n\n".join([system, *extra_system])
-    chat = [
-        {"role": str(m.get("role")), "content": str(m.get("content", ""))}
-        for m in conversation
-        if m.get("role") in ("user", "assistant")
-    ]
+    chat: list[JSON] = []
+    for m in conversation:
+        if m.get("role") in ("user", "assistant"):
+            kept: JSON = {"role": str(m.get("role")), "content": str(m.get("content", ""))}
+            if tools and isinstance(m.get("tool_call"), dict):
+                kept["tool_call"] = m["tool_call"]
+            chat.append(kept)
     if strategy == "react":
         first_user = next((i for i, m in enumerate(chat) if m["role"] == "user"), None)
         for i, message in enumerate(chat):
@@ -181,7 +243,13 @@ def upstream_messages(
     if strategy == "few-shot":
         for number, (question, answer) in enumerate(examples, start=1):
             messages.append({"role": "user", "content": f"Example {number}:\n{question}"})
-            messages.append({"role": "assistant", "content": answer})
+            if call_of is None:
+                messages.append({"role": "assistant", "content": answer})
+                continue
+            name, arguments = call_of(answer)
+            call = {"id": f"example_{number}", "name": name, "arguments": json.dumps(arguments)}
+            messages.append({"role": "assistant", "content": "", "tool_call": call})
+            messages.append({"role": "user", "content": EXAMPLE_RESULT})
     messages.extend(chat)
     return messages
 
@@ -288,6 +356,10 @@ class LlmAgent(ReferenceAgent):
         upstream: a client of the upstream model (usually :class:`OpenAIChatClient`).
         strategy: one of :data:`STRATEGIES`.
         max_context_chars: conversation budget sent upstream (characters).
+        tool_upstream: the same model as a tool-calling client (usually
+            :class:`~evaluator.agents.openai_tools.OpenAIToolsClient`), used when the agent is
+            served on ``openai-tools``; ``None``: :meth:`tool_reply` carries the text reply
+            in a call instead.
 
     Raises:
         AgentConfigError: unknown strategy, or ``few-shot`` for an app without examples.
@@ -302,8 +374,10 @@ class LlmAgent(ReferenceAgent):
         strategy: str = "zero-shot",
         *,
         max_context_chars: int = MAX_CONTEXT_CHARS,
+        tool_upstream: AgentClient | None = None,
     ) -> None:
         super().__init__(app)
+        self.tool_upstream = tool_upstream
         if strategy not in STRATEGIES:
             raise AgentConfigError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
         self.strategy = strategy
@@ -344,6 +418,37 @@ class LlmAgent(ReferenceAgent):
             raise AgentReplyError(502, f"upstream model failed ({exc.category}): {exc}") from None
         return extract_reply(answer.text, reply_format=self.reply_format, strategy=self.strategy)
 
+    def tool_reply(self, messages: list[JSON], episode_id: str | None) -> JSON:
+        """Forward the app's tools and the chat to the tool-calling upstream and return its
+        one call unchanged (``{"name", "arguments", "content"?}``; see the module docstring).
+
+        Raises:
+            AgentReplyError: 502 when the upstream fails or answers without exactly one call of
+                the app's tools (with its error category).
+        """
+        if self.tool_upstream is None:
+            return super().tool_reply(messages, episode_id)
+        token = hashlib.sha256((episode_id or "none").encode()).hexdigest()[:24]
+        upstream = upstream_messages(
+            messages,
+            strategy=self.strategy,
+            reply_format=self.reply_format,
+            multi_turn=self.multi_turn,
+            examples=self.examples,
+            max_context_chars=self.max_context_chars,
+            call_of=self.app.tool_call_from_reply,
+        )
+        try:
+            answer = self.tool_upstream.for_app(self.app).complete(upstream, episode_id=token)
+        except AgentError as exc:
+            raise AgentReplyError(502, f"upstream model failed ({exc.category}): {exc}") from None
+        if answer.tool_call is None:
+            raise AgentReplyError(502, "the tool-calling upstream returned no tool call")
+        call = {key: answer.tool_call[key] for key in ("name", "arguments")}
+        if "content" in answer.tool_call:
+            call["content"] = answer.tool_call["content"]
+        return call
+
     def describe(self) -> JSON:
         """Agent, app, strategy, reply format and the upstream description (no secrets)."""
         info = super().describe()
@@ -367,7 +472,8 @@ def make_llm_agent(
     timeout_s: float = 120.0,
     allowed_networks: Sequence[str] = LOOPBACK_NETWORKS,
 ) -> LlmAgent:
-    """Build the LLM agent with an :class:`OpenAIChatClient` upstream.
+    """Build the LLM agent with an :class:`OpenAIChatClient` upstream (and the same model as
+    an :class:`OpenAIToolsClient`, for serving on ``openai-tools``).
 
     Args:
         upstream_url: base URL of the OpenAI-compatible server (env ``NETARENA_LLM_URL``).
@@ -394,19 +500,20 @@ def make_llm_agent(
         if api_key is None:
             raise AgentConfigError(f"environment variable {api_key_env} (API key) is not set")
     extra: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
+    options: dict[str, Any] = {
+        "model": model or os.environ.get("NETARENA_LLM_MODEL"),
+        "api_key": api_key,
+        "extra_body": extra,
+        "timeout_s": timeout_s,
+        "allowed_networks": allowed_networks,
+    }
     try:
-        client = OpenAIChatClient(
-            url,
-            model=model or os.environ.get("NETARENA_LLM_MODEL"),
-            api_key=api_key,
-            extra_body=extra,
-            timeout_s=timeout_s,
-            allowed_networks=allowed_networks,
-        )
+        client = OpenAIChatClient(url, **options)
+        tool_client = OpenAIToolsClient(url, **options)
     except ValueError as exc:
         raise AgentConfigError(f"bad upstream options: {exc}") from None
     try:
         client.guard.check_syntax(url)
     except RefusedAddressError as exc:
         raise AgentConfigError(f"bad upstream URL: {exc}") from None
-    return LlmAgent(app, client, strategy)
+    return LlmAgent(app, client, strategy, tool_upstream=tool_client)

@@ -5,6 +5,11 @@
 - ``openai-chat``: ``POST /v1/chat/completions`` with ``{"model", "messages"}``, answering a
   chat completion object whose ``choices[0].message.content`` is the reply, and
   ``GET /v1/models`` listing the agent kind as the one model;
+- ``openai-tools``: the same paths; the request carries the app's ``tools`` and the reply is a
+  chat completion whose message holds one call of them (``finish_reason: "tool_calls"``).
+  Earlier calls in the request are read back as the app's reply texts and ``tool`` messages
+  as observations (:func:`evaluator.agents.openai_tools.chat_from_wire`); a request without
+  tools, or without the tool the agent calls, is a 400;
 - ``http-json``: ``POST /`` (or ``/act``) with ``{"prompt", "history", "episode_id"}``,
   answering ``{"text": reply}``;
 - ``a2a``: the agent card at ``GET /.well-known/agent-card.json`` (and the pre-0.3 path
@@ -50,6 +55,8 @@ from evaluator.agents.a2a import (
     SEND_METHOD,
     parse_transcript,
 )
+from evaluator.agents.openai_tools import chat_from_wire, tool_call_message
+from evaluator.app import tool_names
 from evaluator.reference.agents import AgentReplyError, ReferenceAgent
 from evaluator.types import JSON
 
@@ -132,6 +139,27 @@ def chat_completion_body(text: str, model: str) -> JSON:
         ],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
     }
+
+
+def tool_call_completion_body(call: JSON, model: str) -> JSON:
+    """Return an OpenAI chat completion object whose only choice makes one tool call
+    (``call``: ``{"name", "arguments"}``, optionally ``"id"``, ``"content"``)."""
+    body = chat_completion_body("", model)
+    body["choices"][0]["message"] = tool_call_message(call)
+    body["choices"][0]["finish_reason"] = "tool_calls"
+    return body
+
+
+def request_tool_names(body: Any) -> list[str]:
+    """The function names of an openai-tools request's ``tools``. Raises ``_BadRequestError``
+    (400) when it carries none."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    names = tool_names(tools) if isinstance(tools, list) else []
+    if not names:
+        raise _BadRequestError(
+            400, "an openai-tools request carries the app's function tools in 'tools'"
+        )
+    return names
 
 
 # -- a2a --------------------------------------------------------------------------------
@@ -305,7 +333,7 @@ def build_asgi_app(
         raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
 
     def error(status: int, message: str) -> JSONResponse:
-        if protocol == "openai-chat":
+        if protocol in ("openai-chat", "openai-tools"):
             kind = "invalid_request_error" if status < 500 else "server_error"
             return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
         return JSONResponse({"error": message}, status_code=status)
@@ -330,6 +358,40 @@ def build_asgi_app(
             return result
         model = body.get("model") if isinstance(body.get("model"), str) else agent.name
         return JSONResponse(chat_completion_body(result, model))
+
+    def tool_answer(messages: list[Any], episode_id: str | None) -> JSON:
+        # the request's app, then its calls read back as that app's reply texts
+        try:
+            bare = chat_from_wire(messages)
+        except ValueError as exc:
+            raise _BadRequestError(400, str(exc)) from None
+        app = agent.app_of(bare, episode_id)
+        chat = chat_from_wire(messages, app.reply_from_tool_call)
+        return agent.tool_reply(chat, episode_id)
+
+    async def tool_completions(request: Request) -> JSONResponse:
+        try:
+            body = await _read_json(request)
+            if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+                raise _BadRequestError(400, "'messages' must be a list of messages")
+            offered = request_tool_names(body)
+            call = await run_in_threadpool(
+                tool_answer, body["messages"], request.headers.get(EPISODE_HEADER)
+            )
+        except _BadRequestError as exc:
+            return error(exc.status, str(exc))
+        except AgentReplyError as exc:
+            return error(exc.status, str(exc))
+        except Exception as exc:  # noqa: BLE001 - a crashing agent answers 500, server lives on
+            return error(500, f"{agent.name} agent failed: {type(exc).__name__}: {exc}")
+        if call["name"] not in offered:
+            return error(
+                400, f"the request's tools ({', '.join(offered)}) lack {call['name']!r}"
+            )
+        asked = body.get("model")
+        return JSONResponse(
+            tool_call_completion_body(call, asked if isinstance(asked, str) else agent.name)
+        )
 
     async def http_json(request: Request) -> JSONResponse:
         try:
@@ -382,6 +444,9 @@ def build_asgi_app(
     routes = [Route("/healthz", healthz, methods=["GET"])]
     if protocol == "openai-chat":
         routes.append(Route("/v1/chat/completions", chat_completions, methods=["POST"]))
+        routes.append(Route("/v1/models", models, methods=["GET"]))
+    elif protocol == "openai-tools":
+        routes.append(Route("/v1/chat/completions", tool_completions, methods=["POST"]))
         routes.append(Route("/v1/models", models, methods=["GET"]))
     elif protocol == "a2a":
         routes.append(Route(CARD_PATH, a2a_card, methods=["GET"]))
