@@ -71,7 +71,9 @@ BUILTIN_CHAINS = {
 }
 
 #: ``net.*`` sysctls that change by themselves (traffic counters), left out of the comparison.
-VOLATILE_SYSCTLS = re.compile(r"nf_conntrack_count:|stable_secret:")
+#: Not ``stable_secret``: it is unreadable until written and cannot be unset after, so a
+#: readable one (a path the snapshot lacks) fails the verification and the network is rebuilt.
+VOLATILE_SYSCTLS = re.compile(r"nf_conntrack_count:")
 
 #: What the state dump shows, per family: ``ip -o -d`` in batch mode prints links, addresses,
 #: routes of every table, rules, neighbour entries, multicast addresses (and, for IPv4, the
@@ -82,6 +84,7 @@ SHOW4 = (
     "route show table all",
     "rule show",
     "neighbour show nud all",
+    "neighbour show proxy",
     "maddress show",
     "route show table all cache",
 )
@@ -90,6 +93,7 @@ SHOW6 = (
     "route show table all",
     "rule show",
     "neighbour show nud all",
+    "neighbour show proxy",
     "maddress show",
 )
 #: iptables-save output that is not a pristine (empty) table: a rule, a DROP policy or a user
@@ -182,6 +186,88 @@ def state_script(
 #: Prints a node's state without changing it (:func:`state_script` without repairs).
 DUMP_SCRIPT = state_script()
 
+#: What the verification compares with the snapshot besides the ``ip`` shows of
+#: :data:`SHOW4`/:data:`SHOW6` (named ``ip -4 <show>``/``ip -6 <show>``): see
+#: :func:`verification_reads`.
+OTHER_READS = (
+    "tc qdisc show",  # DUMP_SCRIPT
+    "iptables-save",  # DUMP_SCRIPT
+    "ip6tables-save",  # DUMP_SCRIPT
+    "net.* sysctls",  # restore_sysctls: every readable one, and which are readable
+    "nf_conntrack",  # flush_netfilter: no entry left
+    "root-namespace links",  # _root_links
+)
+
+
+def verification_reads() -> frozenset[str]:
+    """Everything the release's verification reads and compares, by name: ``ip -4 <show>``
+    for each of :data:`SHOW4`, ``ip -6 <show>`` for each of :data:`SHOW6`, and
+    :data:`OTHER_READS`."""
+    return frozenset(
+        [*(f"ip -4 {show}" for show in SHOW4), *(f"ip -6 {show}" for show in SHOW6), *OTHER_READS]
+    )
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How a released network gets one kind of agent-writable state back.
+
+    Attributes:
+        reads: what the verification compares with the snapshot (names of
+            :func:`verification_reads`); any difference left after the restore rebuilds.
+        restore: what the restore does; "rebuild" names what it cannot take back.
+    """
+
+    reads: tuple[str, ...]
+    restore: str
+
+
+#: Every kind of state an allowed command can write (``apps.route.allowlist.STATE_KINDS``)
+#: and how the pool covers it. ``tests/apps/route/test_state_coverage.py`` checks that every
+#: kind the allow-list lets a command write is here, that every read is one the verification
+#: makes, and, on Mininet, that each kind written by an agent is gone in the next episode.
+POOL_COVERAGE: dict[str, Coverage] = {
+    "link": Coverage(
+        ("ip -4 link show", "root-namespace links", "net.* sysctls"),
+        "links the snapshot lacks deleted (veth, bridge, macvlan, ...); every snapshot link "
+        "reset: MAC, MTU, queue length, ARP, promiscuity, all-multicast, no master, up, "
+        "group, mode, multicast/dynamic/trailers flags, broadcast address, GSO/GRO limits, no "
+        "alias (the IPv6 address mode is a sysctl); rebuild: a deleted or renamed veth",
+    ),
+    "address4": Coverage(("ip -4 address show",), "flushed, the snapshot's re-added"),
+    "address6": Coverage(
+        ("ip -6 address show", "ip -6 maddress show"),
+        "global ones deleted, link-local ones and ::1 re-added; rebuild: another link-local "
+        "or a site-local address",
+    ),
+    "route4": Coverage(
+        ("ip -4 route show table all", "ip -4 route show table all cache"),
+        "every table flushed (local included), the snapshot's and the addresses' re-added",
+    ),
+    "route6": Coverage(
+        ("ip -6 route show table all",),
+        "routes of proto boot and static (what ip and route add) flushed in every table; "
+        "rebuild: one added with another proto",
+    ),
+    "rule4": Coverage(("ip -4 rule show",), "flushed, the snapshot's and pref 0 re-added"),
+    "rule6": Coverage(("ip -6 rule show",), "flushed, the snapshot's and pref 0 re-added"),
+    "neighbour4": Coverage(("ip -4 neighbour show nud all",), "flushed (every state)"),
+    "neighbour6": Coverage(("ip -6 neighbour show nud all",), "flushed (every state)"),
+    "proxy4": Coverage(("ip -4 neighbour show proxy",), "flushed"),
+    "proxy6": Coverage(("ip -6 neighbour show proxy", "ip -6 maddress show"), "flushed"),
+    "qdisc": Coverage(
+        ("tc qdisc show",), "root, ingress and clsact qdiscs deleted (their classes with them)"
+    ),
+    "iptables": Coverage(("iptables-save",), "every nftables table deleted"),
+    "ip6tables": Coverage(("ip6tables-save",), "every nftables table deleted"),
+    "conntrack": Coverage(("nf_conntrack",), "flushed"),
+    "sysctl": Coverage(
+        ("net.* sysctls",),
+        "every one that differs written back; rebuild: one that became readable (an IPv6 "
+        "stable_secret written: it cannot be unset)",
+    ),
+}
+
 
 def pool_size_from_env() -> int:
     """Idle networks per shape from ``NETARENA_ROUTE_POOL`` (0 when unset or not a number)."""
@@ -200,10 +286,11 @@ def normalize_dump(text: str) -> list[str]:
     IPv6 multicast neighbour entries (``NOARP``, made by MLD) and link-local ones learned
     from neighbour discovery (the restore flushes them; traffic makes them again at any
     time), multicast reference counts,
-    the transient ``Peer netns reference`` note, iptables-save comments and counters, and
-    empty tables (iptables-nft cannot delete a table; an empty table whose chains accept
-    everything filters nothing). Route, address and neighbour lines are compared as sets:
-    their listing order follows insertion order.
+    the transient ``Peer netns reference`` note, iptables-save comments and counters. Empty
+    tables are kept: the restore deletes every nftables table (:func:`flush_netfilter`), so a
+    table an episode created, even an empty one, would tell the next episode that iptables
+    ran there. Route, address and neighbour lines are compared as sets: their listing order
+    follows insertion order.
     """
     parts = (text + "\n").split(SEP + "\n")
     parts += [""] * (5 - len(parts))
@@ -245,13 +332,7 @@ def _normalize_iptables(text: str) -> str:
             tables.append([line])
         elif tables:
             tables[-1].append(re.sub(r" \[\d+:\d+\]$", "", line))
-    kept = []
-    for table in tables:
-        body = [x for x in table[1:] if x != "COMMIT"]
-        if all(re.match(r"^:\S+ ACCEPT$", x) for x in body):
-            continue  # an empty table: every built-in chain accepts, no rule, no user chain
-        kept.append("\n".join(table))
-    return "\n".join(kept)
+    return "\n".join("\n".join(table) for table in tables)
 
 
 @dataclass
@@ -262,7 +343,7 @@ class NodeSnapshot:
     sysctls: dict[str, str]
     links: list[tuple[str, str, str, str, bool]]  # name, mac, mtu, qlen, noarp
     addresses: list[str]  # "address add" arguments (IPv4)
-    addresses6: list[str]  # "address add" arguments (IPv6 link-local)
+    addresses6: list[str]  # "address add" arguments (IPv6 link-local, and ::1)
     routes: list[str]  # non-kernel IPv4 routes ("route add" arguments)
     rules: list[str]  # IPv4 rules other than pref 0 ("rule add" arguments)
     rules6: list[str]
@@ -271,6 +352,9 @@ class NodeSnapshot:
     iptables: str
     ip6tables: str
     tc_raw: str = ""  # "tc qdisc show" output as printed
+    # link name -> "link set" words that put back its other attributes (group, mode, flags,
+    # broadcast address, GSO/GRO limits: :func:`_link_attributes`)
+    link_attrs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -464,36 +548,123 @@ def restore_sysctls(want: dict[str, str]) -> tuple[list[str], bool]:
     """Write back every sysctl of the calling thread's namespace that differs from ``want``,
     then read them again.
 
-    Only the snapshot's paths are read: a path the snapshot lacks belongs to an interface
-    the snapshot lacks, and the link comparison already fails on such an interface.
+    Every readable ``net.*`` sysctl is read (:func:`read_sysctls`), not only the snapshot's
+    paths: a path readable now that the snapshot could not read is state no write can take
+    back -- an IPv6 ``stable_secret`` is unreadable until written and cannot be unset after
+    (the allow-list refuses writing it; this catches it however it was written) -- and is
+    reported, so the network is rebuilt. (A path of an interface the snapshot lacks would be
+    one too, but the restore deleted such interfaces before this runs.)
 
-    Returns (the paths that still differ -- empty: verified, whether anything was written).
+    Returns (the paths that still differ or should not be readable -- empty: verified,
+    whether anything was written).
     """
-    have = read_sysctl_paths(want)
+    have = read_sysctls()
+    unexpected = [f"{path} is readable (written: it cannot be unset)" for path in sorted(have)
+                  if path not in want]  # fmt: skip
     wrong = [path for path, value in want.items() if have.get(path) != value]
     if not wrong:
-        return [], False
+        return unexpected, False
     for path in sorted(wrong, key=_sysctl_order):
         with contextlib.suppress(OSError):
             with open(path, "wb", buffering=0) as handle:
                 handle.write(want[path].encode())
     have = read_sysctl_paths(want)
-    return [path for path, value in want.items() if have.get(path) != value], True
+    return [path for path, value in want.items() if have.get(path) != value] + unexpected, True
+
+
+NETLINK_NETFILTER = 12
+NFNL_SUBSYS_CTNETLINK = 1
+NFNL_SUBSYS_NFTABLES = 10
+NFNL_MSG_BATCH_BEGIN = 0x10
+NFNL_MSG_BATCH_END = 0x11
+NFT_MSG_DELTABLE = 2
+IPCTNL_MSG_CT_DELETE = 2
+NLM_F_ACK = 0x4
+
+
+def _nfnl_message(kind: int, flags: int, seq: int, res_id: int = 0) -> bytes:
+    """A netfilter netlink message without attributes: ``nlmsghdr`` + ``nfgenmsg`` (family
+    ``AF_UNSPEC``: every family; ``res_id`` in network byte order)."""
+    body = struct.pack("=BB", socket.AF_UNSPEC, 0) + struct.pack("!H", res_id)
+    return struct.pack("=IHHII", 16 + len(body), kind, flags, seq, 0) + body
+
+
+def _nfnl_acks(sock: socket.socket, seqs: set[int]) -> dict[int, int]:
+    """Read netlink acknowledgements until every one of ``seqs`` came: seq -> error (0: ok)."""
+    acks: dict[int, int] = {}
+    while not seqs <= set(acks):
+        data = sock.recv(65536)
+        offset = 0
+        while offset + 16 <= len(data):
+            length, kind, _flags, seq, _pid = struct.unpack_from("=IHHII", data, offset)
+            if length < 16:
+                break
+            if kind == NLMSG_ERROR:
+                acks[seq] = struct.unpack_from("=i", data, offset + 16)[0]
+            offset += (length + 3) & ~3
+    return acks
+
+
+def flush_netfilter() -> list[str]:
+    """Delete every nftables table and every connection-tracking entry of the calling
+    thread's network namespace; return what failed (empty: done).
+
+    iptables-nft keeps each iptables/ip6tables table as an nftables table, which it cannot
+    delete itself: a table an episode created stayed, empty, and showed in the next
+    episode's ``iptables-save``. One ``NFT_MSG_DELTABLE`` without a name (what ``nft flush
+    ruleset`` sends) deletes them all, in a batch; an ``IPCTNL_MSG_CT_DELETE`` without a
+    tuple flushes conntrack, whose entries carry marks rules set (``CONNMARK``). No process.
+    A fresh node has no table, so the snapshot's state is none.
+    """
+    failed = []
+    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
+    try:
+        sock.settimeout(2.0)
+        batch = _nfnl_message(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, 1, NFNL_SUBSYS_NFTABLES)
+        batch += _nfnl_message((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE,
+                               NLM_F_REQUEST | NLM_F_ACK, 2)  # fmt: skip
+        batch += _nfnl_message(NFNL_MSG_BATCH_END, NLM_F_REQUEST, 3, NFNL_SUBSYS_NFTABLES)
+        sock.send(batch)
+        sock.send(_nfnl_message((NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE,
+                                NLM_F_REQUEST | NLM_F_ACK, 4))  # fmt: skip
+        acks = _nfnl_acks(sock, {2, 4})
+    finally:
+        sock.close()
+    if acks[2]:
+        failed.append(f"nftables tables not deleted: {os.strerror(-acks[2])}")
+    try:
+        with open("/proc/thread-self/net/nf_conntrack", "rb") as handle:
+            if handle.readline():
+                failed.append(f"conntrack entries left ({os.strerror(-acks[4] or 0)})")
+    except FileNotFoundError:
+        pass  # no connection tracking in this kernel
+    return failed
 
 
 def _run_scripts(
     net: RouteNetwork,
     scripts: dict[str, str],
     after: Callable[[str], object] | None = None,
+    before: Callable[[str], object] | None = None,
 ) -> dict[str, tuple[int, str, object]]:
     """Run ``sh`` with one script per machine in that machine's namespace, all in parallel;
-    then, in the same helper thread moved into that namespace, ``after(machine)``.
+    then, in the same helper thread moved into that namespace, ``after(machine)``. With
+    ``before``, the helper thread first moves into the namespace and runs ``before(machine)``
+    (for its effect; what it returns is dropped, what it raises replaces ``after``'s result
+    and ``after`` is not run).
 
     Returns machine -> (exit status, stdout, what ``after`` returned or raised).
     """
     results: dict[str, tuple[int, str, object]] = {}
 
     def run(machine: str, script: str) -> None:
+        failed: Exception | None = None
+        if before is not None:
+            try:
+                _enter_netns(net.pids[machine])
+                before(machine)
+            except Exception as exc:  # noqa: BLE001 - reported as a failed verification
+                failed = exc
         proc = subprocess.Popen(
             ["nsenter", f"--net=/proc/{net.pids[machine]}/ns/net", "--", "sh", "-s"],
             stdin=subprocess.PIPE,
@@ -508,8 +679,8 @@ def _run_scripts(
             proc.communicate()
             results[machine] = (124, "", None)
             return
-        extra: object = None
-        if after is not None:
+        extra: object = failed
+        if after is not None and failed is None:
             try:
                 _enter_netns(net.pids[machine])
                 extra = after(machine)
@@ -558,10 +729,12 @@ def _parse_snapshot(dump_text: str, parse_text: str, sysctls: dict[str, str]) ->
     sections = (parse_text + "\n").split(SEP + "\n")
     sections += [""] * (6 - len(sections))
     links = []
+    link_attrs = {}
     for line in sections[0].splitlines():
         match = re.match(r"^\d+: ([^:@]+)[@:].*\bmtu (\d+)", line)
         if match is None:
             continue
+        link_attrs[match.group(1)] = _link_attributes(line)
         mac = re.search(r"link/\S+ (\S+)", line)
         qlen = re.search(r"\bqlen (\d+)", line)
         flags = re.search(r"<([^>]*)>", line)
@@ -582,8 +755,9 @@ def _parse_snapshot(dump_text: str, parse_text: str, sysctls: dict[str, str]) ->
             continue
         dev, family, cidr, rest = match.groups()
         if family == "inet6":
-            if cidr.startswith("fe80:"):
-                addresses6.append(f"{cidr} scope link dev {dev}")
+            scope = re.search(r"\bscope (host|link)\b", rest)
+            if scope:  # the kernel's own: fe80:: link-local, ::1 on lo
+                addresses6.append(f"{cidr} scope {scope.group(1)} dev {dev}")
             continue
         words = rest.split()
         extra = []
@@ -611,7 +785,40 @@ def _parse_snapshot(dump_text: str, parse_text: str, sysctls: dict[str, str]) ->
         rules6=rules6,
         iptables=_strip_comments(iptables),
         ip6tables=_strip_comments(ip6tables.replace("@@6@@", "")),
+        link_attrs=link_attrs,
     )
+
+
+#: Interface flags ``ip link set`` turns on and off by a keyword (``ip link`` prints them).
+_LINK_FLAG_WORDS = {"MULTICAST": "multicast", "DYNAMIC": "dynamic"}
+
+
+def _link_attributes(line: str) -> str:
+    """The ``link set`` words that put back a link's attributes besides those every restore
+    resets (MAC, MTU, queue length, ARP, promiscuity, all-multicast, master, up), read from
+    its ``ip -o -d link`` line: group, link mode, the multicast, dynamic and trailers flags,
+    broadcast address and GSO/GRO limits."""
+    words = []
+    group = re.search(r"\bgroup (\S+)", line)
+    if group:
+        words.append(f"group {group.group(1)}")
+    mode = re.search(r"\bmode (DEFAULT|DORMANT|TESTING)\b", line)
+    if mode:
+        words.append(f"mode {mode.group(1).lower()}")
+    flags_match = re.search(r"<([^>]*)>", line)
+    flags = set(flags_match.group(1).split(",")) if flags_match else set()
+    words += [
+        f"{word} {'on' if flag in flags else 'off'}" for flag, word in _LINK_FLAG_WORDS.items()
+    ]
+    words.append("trailers off" if "NOTRAILERS" in flags else "trailers on")
+    brd = re.search(r"link/\S+ \S+ brd (\S+)", line)
+    if brd:
+        words.append(f"broadcast {brd.group(1)}")
+    for key in ("gso_max_size", "gso_max_segs", "gro_max_size"):
+        value = re.search(rf"\b{key} (\d+)", line)
+        if value:
+            words.append(f"{key} {value.group(1)}")
+    return " ".join(words)
 
 
 def _strip_comments(text: str) -> str:
@@ -653,12 +860,15 @@ def restore_script(node: NodeSnapshot) -> str:
     rules and links differ.
 
     Repairs: delete links the snapshot does not have; reset every snapshot link (MAC, MTU,
-    queue length, ARP, promiscuity, no master, up); flush the IPv4 routes of every table, the
-    IPv4 addresses, rules and neighbour entries and re-add the snapshot's; flush the route
-    cache; delete global IPv6 addresses, re-add the link-local ones, restore the IPv6 rules,
-    flush IPv6 neighbours; when the qdiscs differ, delete root, ingress and clsact qdiscs;
-    blank iptables/ip6tables tables that hold anything; flush conntrack when it holds
-    entries. The ``net.*`` sysctls are restored in-process (:func:`restore_sysctls`).
+    queue length, ARP, promiscuity, no master, up; group, mode, flags, broadcast address,
+    GSO/GRO limits; no alias); flush the IPv4 routes of every table, the IPv4 addresses,
+    rules, neighbour and proxy entries and re-add the snapshot's (the pref 0 rule too); flush
+    the route cache; delete global IPv6 addresses, re-add the link-local ones and ``::1``,
+    flush the IPv6 routes an ``ip``/``route`` command adds (``proto boot``/``static``, any
+    table), restore the IPv6 rules, flush IPv6 neighbour and proxy entries; when the qdiscs
+    differ, delete root, ingress and clsact qdiscs; blank iptables/ip6tables tables that
+    still hold anything (the restore deleted them first: :func:`flush_netfilter`, with
+    conntrack). The ``net.*`` sysctls are restored in-process (:func:`restore_sysctls`).
     """
     batch = []
     for name, mac, mtu, qlen, noarp in node.links:
@@ -672,17 +882,29 @@ def restore_script(node: NodeSnapshot) -> str:
         words.append("arp off" if noarp else "arp on")
         words += ["promisc off", "allmulticast off", "up"]
         batch.append(" ".join(words))
+        # separate commands: an attribute the kernel refuses must not undo the reset above
+        if node.link_attrs.get(name):
+            batch.append(f"link set dev {name} {node.link_attrs[name]}")
+        batch.append(f'link set dev {name} alias ""')
+    batch.append("neighbour flush proxy")
     batch.append("route flush table all")
     batch += [f"address flush dev {name}" for name, *_ in node.links]
     batch += [f"address add {address}" for address in node.addresses]
     batch += [f"route add {route}" for route in node.routes]
     batch.append("rule flush")
     batch += [f"rule add {rule}" for rule in node.rules]
-    batch += ["neighbour flush all nud all", "route flush cache"]
+    batch += [RULE_ZERO, "neighbour flush all nud all", "route flush cache"]
     batch6 = [f"address flush dev {name} scope global" for name, *_ in node.links]
     batch6 += [f"address add {address}" for address in node.addresses6]
-    batch6 += ["rule flush", *(f"rule add {rule}" for rule in node.rules6)]
-    batch6 += ["neighbour flush all nud all"]
+    # the kernel's ::1 has no prefix route; one added again gets a main-table route
+    batch6 += [
+        f"route del {address.split()[0]} dev lo table main proto kernel"
+        for address in node.addresses6
+        if " scope host " in address
+    ]
+    batch6 += [f"route flush table all proto {proto}" for proto in ("boot", "static")]
+    batch6 += ["rule flush", *(f"rule add {rule}" for rule in node.rules6), RULE_ZERO]
+    batch6 += ["neighbour flush proxy", "neighbour flush all nud all"]
     tc = []
     for name, *_ in node.links:
         tc += [f"qdisc del dev {name} root", f"qdisc del dev {name} ingress"]
@@ -695,12 +917,12 @@ def restore_script(node: NodeSnapshot) -> str:
         tc_fix=tuple(tc),
         fix_iptables=True,
     )
-    conntrack = (
-        "if read -r _ < /proc/net/nf_conntrack 2>/dev/null; then\n"
-        "  conntrack -F >/dev/null 2>&1\n"
-        "fi\n"
-    )
-    return conntrack + script
+    return script
+
+
+#: The rule every namespace starts with (``ip rule del pref 0`` deletes it; an existing one
+#: makes the add fail, which the batch ignores).
+RULE_ZERO = "rule add pref 0 lookup local protocol kernel"
 
 
 def take_snapshot(net: RouteNetwork) -> Snapshot:
@@ -776,8 +998,20 @@ def restore_and_verify(
         target=lambda: flush_failed.extend(_flush_untouched(net, others)), daemon=True
     )
     flusher.start()
+    netfilter: dict[str, list[str]] = {}
+
+    def delete_tables(machine: str) -> None:
+        # before the script, so that its iptables-save prints the state after the deletion;
+        # a snapshot holding tables (never after a build) keeps them: the script blanks them
+        node = snapshot.nodes[machine]
+        if not node.iptables and not node.ip6tables:
+            netfilter[machine] = flush_netfilter()
+
     results = _run_scripts(
-        net, {m: restore_script(snapshot.nodes[m]) for m in wanted}, after=sysctls_then_dump
+        net,
+        {m: restore_script(snapshot.nodes[m]) for m in wanted},
+        after=sysctls_then_dump,
+        before=delete_tables,
     )
     flusher.join()
     dumps: dict[str, str] = {}
@@ -789,11 +1023,12 @@ def restore_and_verify(
         if isinstance(after, tuple):
             leftover, dumped_again = after
             dumps[machine] = dumped_again if dumped_again is not None else out
-        else:
-            leftover = after  # the exception of the sysctl restore
+            if leftover:
+                problems.append(f"{machine}: sysctls differ: {leftover!r:.300}")
+        else:  # the exception of the netfilter flush or of the sysctl restore
             dumps[machine] = out
-        if leftover:  # paths that still differ, or an exception
-            problems.append(f"{machine}: sysctls differ: {leftover!r:.300}")
+            problems.append(f"{machine}: restore failed: {after!r:.300}")
+        problems += [f"{machine}: {item}" for item in netfilter.get(machine, [])]
     differing = {m: _compare(snapshot.nodes[m], text) for m, text in dumps.items()}
     # machines restored in parallel race on veth carriers (r0's transit side may come up
     # after r1 printed its own side): what differs is printed once more before it counts
