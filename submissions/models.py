@@ -77,6 +77,7 @@ class Agent(models.Model):
         OPENAI_CHAT = "openai-chat", "OpenAI-compatible chat"
         HTTP_JSON = "http-json", "HTTP JSON"
         A2A = "a2a", "Agent2Agent (A2A)"
+        OPENAI_TOOLS = "openai-tools", "OpenAI-compatible tool calling"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="agents")
     name = models.CharField(max_length=100)

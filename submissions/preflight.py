@@ -14,12 +14,15 @@ checks in order and stores each one's verdict and a message fit for the team:
    follow redirects);
 3. ``protocol``: the endpoint speaks its registered protocol — ``a2a``: the agent card at
    ``/.well-known/agent-card.json`` (or ``/.well-known/agent.json``) names a JSON-RPC endpoint
-   the guard accepts; ``openai-chat``: ``GET {base}/v1/models`` answers the OpenAI model list;
+   the guard accepts; ``openai-chat`` and ``openai-tools``: ``GET {base}/v1/models`` answers
+   the OpenAI model list;
    ``http-json``: a ``POST`` of ``{"prompt", "history", "episode_id"}`` answers a JSON object;
 4. ``canary:<app>``, one per app the agent takes part in: the app's task prompt of a fixed-seed
    query (:data:`PREFLIGHT_SEED`, the app's lowest level) sent through the same agent client
    as an episode, and the app's reply parser's verdict on the answer
-   (:meth:`evaluator.app.App.reply_problem`);
+   (:meth:`evaluator.app.App.reply_problem`); on ``openai-tools`` the answer must be one call
+   of the app's tools (the client refuses anything else), judged as the reply text it stands
+   for;
 5. ``latency``: the evaluator's wall clock around the canary replies (slowest and total).
 
 A check that cannot run because an earlier one failed is ``skipped``. The pre-flight passes
@@ -515,7 +518,7 @@ def _check_protocol(agent: Agent) -> Check:
     if agent.protocol == "a2a":
         return _check_a2a(agent)
     try:
-        if agent.protocol == "openai-chat":
+        if agent.protocol in ("openai-chat", "openai-tools"):
             url = chat_completions_url(agent.endpoint_url).removesuffix("/chat/completions")
             answer = _request(agent, "GET", url + "/models")
         else:
@@ -535,7 +538,7 @@ def _check_protocol(agent: Agent) -> Check:
         data = json.loads(answer.body)
     except (ValueError, RecursionError):
         data = None
-    if agent.protocol == "openai-chat":
+    if agent.protocol in ("openai-chat", "openai-tools"):
         return _openai_models_check(agent, answer, data)
     if not isinstance(data, dict):
         return Check(
@@ -578,7 +581,7 @@ def _openai_models_check(agent: Agent, answer: _Answer, data: Any) -> Check:
         )
     ids = [str(m.get("id"))[:100] for m in models if isinstance(m, dict) and m.get("id")]
     shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
-    message = f"openai-chat: /v1/models lists {len(ids)} model(s): {shown or '(none)'}"
+    message = f"{agent.protocol}: /v1/models lists {len(ids)} model(s): {shown or '(none)'}"
     if agent.model_name and ids and agent.model_name not in ids:
         message += f"; note: {agent.model_name!r} is not among them"
     return Check("protocol", title, "passed", message, answer.latency_s)
@@ -627,13 +630,17 @@ def _check_canary(agent: Agent, app_id: str) -> Check:
         return Check(name, title, "failed", f"the endpoint is misconfigured: {exc}")
     try:
         with deposit:
-            reply = client.complete([{"role": "user", "content": query.prompt}], episode_id=token)
+            reply = client.for_app(app).complete(
+                [{"role": "user", "content": query.prompt}], episode_id=token
+            )
     except AgentError as exc:
         return Check(name, title, "failed", f"no usable answer ({exc.category}): {exc}")
     finally:
         client.close()
     problem = app.reply_problem(reply.text)
     model = f"; model reported: {reply.model}" if reply.model else ""
+    if reply.tool_call is not None:
+        model = f"; tool call {reply.tool_call['name']}{model}"
     if problem is not None:
         return Check(
             name,

@@ -1,0 +1,80 @@
+"""Agent pre-flight of ``openai-tools`` endpoints over real HTTP: the canary must come back as
+one call of the app's tools.
+
+Good endpoints are the project's reference agents served on ``openai-tools``; the bad one is a
+real OpenAI-compatible server that answers text (the null agent served on ``openai-chat``),
+registered as ``openai-tools``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaluator.reference.agents import make_served_agent
+from evaluator.reference.server import RunningServer, build_asgi_app, serve_in_thread
+from evaluator.registry import app_ids
+from submissions import preflight
+from submissions.models import Agent, AgentPreflight, Team
+from submissions.preflight_tasks import agent_preflight
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def serve(tmp_path: Path, settings: Any) -> Iterator[Callable[[str, str], RunningServer]]:
+    """Start reference agents for every app in this process; stop them afterwards."""
+    vault = tmp_path / "vault"
+    settings.NETARENA = {**settings.NETARENA, "ORACLE_VAULT_DIR": str(vault)}
+    started: list[RunningServer] = []
+
+    def start(kind: str, protocol: str) -> RunningServer:
+        server = serve_in_thread(
+            build_asgi_app(make_served_agent(kind, "all", vault_dir=vault), protocol)
+        )
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _preflight(url: str, kind: str) -> AgentPreflight:
+    agent = Agent.objects.create(
+        team=Team.objects.create(name="ref"),
+        name=f"{kind}-tools",
+        endpoint_url=url,
+        protocol="openai-tools",
+        reference_kind=kind,
+    )
+    run = preflight.preflight_start(agent=agent)
+    agent_preflight(run.pk)
+    run.refresh_from_db()
+    return run
+
+
+@pytest.mark.parametrize("kind", ["null", "oracle"])
+def test_tool_calling_reference_agents_pass_every_check(serve, kind: str) -> None:
+    run = _preflight(serve(kind, "openai-tools").url, kind)
+    checks = {c["name"]: c for c in run.checks}
+    assert run.status == "passed", run.checks
+    assert "openai-tools: /v1/models lists 1 model(s)" in checks["protocol"]["message"]
+    for app_id in app_ids():
+        message = checks[f"canary:{app_id}"]["message"]
+        assert "accepted" in message and "tool call" in message, message
+    assert "tool call submit_code" in checks["canary:malt"]["message"]
+
+
+def test_a_text_answer_fails_every_canary_of_an_openai_tools_agent(serve) -> None:
+    run = _preflight(serve("null", "openai-chat").url, "null")
+    checks = {c["name"]: c for c in run.checks}
+    assert run.status == "failed"
+    assert checks["protocol"]["status"] == "passed"  # it is an OpenAI-compatible server
+    for app_id in app_ids():
+        canary = checks[f"canary:{app_id}"]
+        assert canary["status"] == "failed"
+        assert "bad_response" in canary["message"] and "no tool call" in canary["message"]
