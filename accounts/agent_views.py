@@ -45,12 +45,15 @@ def _member_agent(request: HttpRequest, agent_id: int) -> Agent:
 
 
 def preflight_payload(run: AgentPreflight | None) -> dict[str, Any]:
-    """JSON of a pre-flight for the page's polling: status, checks, times (ISO 8601), latency."""
+    """JSON of a pre-flight for the page's polling: status, checks, times (ISO 8601), latency,
+    and the apps it cleared for submission and those whose canary failed."""
     if run is None:
-        return {"status": "none", "checks": []}
+        return {"status": "none", "checks": [], "passed_apps": [], "failed_apps": []}
     return {
         "id": run.pk,
         "status": run.status,
+        "passed_apps": preflight.preflight_passed_apps(run),
+        "failed_apps": preflight.preflight_failed_apps(run),
         "endpoint_url": run.endpoint_url,
         "protocol": run.protocol,
         "checks": list(run.checks or []),

@@ -13,6 +13,7 @@ from django import forms
 from evaluator.registry import app_ids
 from submissions.agent_auth import auth_header_problem
 from submissions.models import Agent, Team
+from submissions.preflight import submittable_apps
 
 #: Queries per app offered by default on the submit form (the API's default, submissions/apis.py).
 DEFAULT_QUERIES_PER_APP = 30
@@ -79,25 +80,46 @@ class AgentForm(_AgentEndpointForm):
         choices=_app_choices,
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        help_text="None ticked: every app.",
+        help_text=(
+            "The benchmark apps your endpoint answers: <code>malt</code> (capacity planning, "
+            "it writes Python), <code>route</code> (router repair, one command a step), "
+            "<code>k8s</code> (Kubernetes NetworkPolicies, one kubectl command a step). Its "
+            "pre-flight sends one canary prompt per ticked app, and it can be submitted to "
+            "the apps whose canary passed. None ticked: every app (the submit page then "
+            "offers the apps that passed)."
+        ),
     )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["team"].queryset = user.teams.order_by("name")  # type: ignore[attr-defined]
+        teams = user.teams.order_by("name")
+        self.fields["team"].queryset = teams  # type: ignore[attr-defined]
+        if len(teams) == 1:
+            # a sole team is chosen for the user (no blank "---------" to pick past)
+            self.fields["team"].initial = teams[0].pk
+            self.fields["team"].empty_label = None  # type: ignore[attr-defined]
 
 
 class SubmitForm(forms.Form):
-    """An agent of the user's teams, the apps (all by default) and queries per app."""
+    """An agent of the user's teams, the apps and queries per app.
+
+    The apps offered are the chosen agent's :func:`~submissions.preflight.submittable_apps`
+    (after a partial pre-flight exactly the apps whose canary passed), all ticked;
+    :attr:`offered` maps every agent's id to its apps for the page's script, which shows the
+    chosen agent's apps only.
+    """
 
     agent = forms.ModelChoiceField(queryset=Agent.objects.none())
-    apps = forms.MultipleChoiceField(choices=_app_choices, widget=forms.CheckboxSelectMultiple)
+    apps = forms.MultipleChoiceField(
+        choices=_app_choices,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The apps this agent's pre-flight cleared.",
+    )
     queries_per_app = forms.IntegerField(
         min_value=1, max_value=200, initial=DEFAULT_QUERIES_PER_APP
     )
 
-    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("initial", {}).setdefault("apps", app_ids())
+    def __init__(self, *args: Any, user: Any, agent_id: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         agents = (
             Agent.objects.filter(team__members=user, is_active=True)
@@ -105,10 +127,30 @@ class SubmitForm(forms.Form):
             .order_by("team__name", "name")
         )
         self.fields["agent"].queryset = agents  # type: ignore[attr-defined]
+        self.offered: dict[int, list[str]] = {a.pk: submittable_apps(agent=a) for a in agents}
+        chosen = agent_id if agent_id in self.offered else None
         if len(agents) == 1:
             # the only choice is chosen for the user (no blank "---------" to pick past)
-            self.fields["agent"].initial = agents[0].pk
+            chosen = agents[0].pk
             self.fields["agent"].empty_label = None  # type: ignore[attr-defined]
+        if chosen is not None:
+            self.fields["agent"].initial = chosen
+        self.fields["apps"].initial = self.offered[chosen] if chosen is not None else app_ids()
+
+    def clean(self) -> dict[str, Any] | None:
+        """Refuse apps the chosen agent is not offered (its pre-flight did not clear them)."""
+        data = super().clean() or {}
+        agent, apps = data.get("agent"), data.get("apps")
+        if agent is not None and apps:
+            offered = self.offered.get(agent.pk, [])
+            refused = [a for a in apps if a not in offered]
+            if refused and offered:
+                self.add_error(
+                    "apps",
+                    f"{agent.name} can be submitted to {', '.join(offered)} only; its "
+                    f"pre-flight did not clear {', '.join(refused)}.",
+                )
+        return data
 
 
 class AgentEditForm(_AgentEndpointForm):

@@ -169,8 +169,14 @@ def agent_new_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def submit_page(request: HttpRequest) -> HttpResponse:
-    """Submit an agent for evaluation; on success go to the submission's page."""
-    form = SubmitForm(request.POST or None, user=request.user)
+    """Submit an agent for evaluation (``?agent=<id>`` chooses it); on success go to the
+    submission's page. The apps offered follow the agent's pre-flight (``SubmitForm``)."""
+    raw_agent = request.GET.get("agent", "")
+    form = SubmitForm(
+        request.POST or None,
+        user=request.user,
+        agent_id=int(raw_agent) if raw_agent.isdigit() else None,
+    )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -184,4 +190,4 @@ def submit_page(request: HttpRequest) -> HttpResponse:
             form.add_error(None, str(error))
         else:
             return redirect("leaderboard:submission", submission_id=submission.pk)
-    return render(request, "accounts/submit.html", {"form": form})
+    return render(request, "accounts/submit.html", {"form": form, "offered": form.offered})

@@ -269,13 +269,15 @@ class AgentPreflight(models.Model):
     Celery task ``submissions.agent_preflight`` (queue ``control``). ``checks`` is the list of
     :class:`submissions.preflight.Check` dicts ``{"name", "title", "status", "message",
     "latency_s"}`` with status ``passed``/``failed``/``skipped``. A team agent whose latest
-    pre-flight has not passed cannot be submitted; a ``running`` pre-flight older than
-    ``PREFLIGHT_STALE_S`` counts as failed.
+    pre-flight has not passed cannot be submitted, except that a ``partial`` one (the
+    endpoint checks passed, the canaries of some apps failed) clears the apps whose canary
+    passed; a ``running`` pre-flight older than ``PREFLIGHT_STALE_S`` counts as failed.
     """
 
     class Status(models.TextChoices):
         RUNNING = "running"
         PASSED = "passed"
+        PARTIAL = "partial"
         FAILED = "failed"
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="preflights")

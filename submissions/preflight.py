@@ -26,10 +26,14 @@ checks in order and stores each one's verdict and a message fit for the team:
 5. ``latency``: the evaluator's wall clock around the canary replies (slowest and total).
 
 A check that cannot run because an earlier one failed is ``skipped``. The pre-flight passes
-when no check failed. A failing or unfinished pre-flight blocks the agent's team submissions
-(:func:`preflight_gate_check`, called by ``services._team_submission_rules_check``) before any
-quota is counted; reference agents are exempt; an agent without any pre-flight (registered
-before pre-flights existed, or by an admin) is not blocked. Nothing an endpoint does (slow,
+when no check failed; it is ``partial`` when the endpoint checks passed and the canaries of
+some apps passed while others failed: the agent may then be submitted to the apps whose canary
+passed (:func:`preflight_passed_apps`; the submit page offers exactly those,
+:func:`submittable_apps`). A failing or unfinished pre-flight, or a partial one asked for an
+app whose canary failed, blocks the agent's team submissions (:func:`preflight_gate_check`,
+called by ``services._team_submission_rules_check``) before any quota is counted; reference
+agents are exempt; an agent without any pre-flight (registered before pre-flights existed, or
+by an admin) is not blocked. Nothing an endpoint does (slow,
 huge, garbage, redirecting, private address) raises out of :func:`preflight_run`: it becomes a
 failed check, and a pre-flight still ``running`` after ``PREFLIGHT_STALE_S`` is closed as
 failed when next read.
@@ -52,7 +56,12 @@ from django.utils import timezone
 
 from evaluator.agents import A2AClient, AgentError
 from evaluator.agents._http import USER_AGENT, excerpt, public_url
-from evaluator.agents.guard import OutboundGuard, RefusedAddressError, ResolveError
+from evaluator.agents.guard import (
+    OutboundGuard,
+    RefusedAddressError,
+    ResolveError,
+    address_problem,
+)
 from evaluator.agents.openai_chat import chat_completions_url
 from evaluator.oracle_vault import OracleVault
 from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
@@ -210,13 +219,53 @@ def preflight_latest(*, agent: Agent) -> AgentPreflight | None:
     return None if latest is None else _expire_if_stale(latest)
 
 
-def preflight_gate_check(*, agent: Agent) -> None:
-    """Refuse a team submission of ``agent`` unless its latest pre-flight passed.
+def _canary_apps(preflight: AgentPreflight, status: str) -> list[str]:
+    """Apps whose canary check has ``status``, in registry order."""
+    found = {
+        c.name.split(":", 1)[1]
+        for c in _checks_of(preflight)
+        if c.name.startswith("canary:") and c.status == status
+    }
+    return [a for a in app_ids() if a in found]
+
+
+def preflight_passed_apps(preflight: AgentPreflight) -> list[str]:
+    """The apps a pre-flight cleared for submission: every app whose canary passed when the
+    pre-flight passed or was partial; none otherwise."""
+    if preflight.status not in (AgentPreflight.Status.PASSED, AgentPreflight.Status.PARTIAL):
+        return []
+    return _canary_apps(preflight, "passed")
+
+
+def preflight_failed_apps(preflight: AgentPreflight) -> list[str]:
+    """The apps whose canary failed in ``preflight``, in registry order."""
+    return _canary_apps(preflight, "failed")
+
+
+def agent_apps(agent: Agent) -> list[str]:
+    """The apps ``agent`` takes part in: those it was registered for, or every app."""
+    return _agent_apps(agent)
+
+
+def submittable_apps(*, agent: Agent) -> list[str]:
+    """The apps the submit page offers for ``agent``: after a partial pre-flight, exactly the
+    apps whose canary passed; otherwise the apps it takes part in (a failed or running
+    pre-flight is refused by :func:`preflight_gate_check` with its reason)."""
+    latest = None if agent.is_reference else preflight_latest(agent=agent)
+    if latest is not None and latest.status == AgentPreflight.Status.PARTIAL:
+        return preflight_passed_apps(latest)
+    return agent_apps(agent)
+
+
+def preflight_gate_check(*, agent: Agent, apps: list[str] | None = None) -> None:
+    """Refuse a team submission of ``agent`` (to ``apps``) unless its latest pre-flight
+    passed, or was partial and every app of ``apps`` is one whose canary passed.
 
     Reference agents are exempt; an agent that never had a pre-flight is not blocked.
 
     Raises:
-        PreflightNotPassedError: the latest pre-flight is running or failed.
+        PreflightNotPassedError: the latest pre-flight is running or failed, or partial and
+            ``apps`` (None: every app it takes part in) names an app whose canary failed.
     """
     if agent.is_reference:
         return
@@ -226,6 +275,16 @@ def preflight_gate_check(*, agent: Agent) -> None:
     if latest.status == AgentPreflight.Status.RUNNING:
         raise PreflightNotPassedError(
             "the agent's pre-flight check is still running; submit once it has passed"
+        )
+    if latest.status == AgentPreflight.Status.PARTIAL:
+        passed = preflight_passed_apps(latest)
+        refused = [a for a in (agent_apps(agent) if apps is None else apps) if a not in passed]
+        if not refused:
+            return
+        raise PreflightNotPassedError(
+            f"the agent's pre-flight passed for {', '.join(passed)} only; its canary prompt "
+            f"failed for {', '.join(refused)}: submit it to {', '.join(passed)}, or fix the "
+            "endpoint and run the pre-flight again (no quota was used)"
         )
     failed = [c.title for c in _checks_of(latest) if c.status == "failed"]
     raise PreflightNotPassedError(
@@ -287,14 +346,28 @@ def agent_update(
 # -- running -------------------------------------------------------------------------------
 
 
+def _verdict(checks: list[Check]) -> str:
+    """``passed`` when no check failed; ``partial`` when only canaries failed and at least one
+    canary passed; ``failed`` otherwise."""
+    if not checks:
+        return AgentPreflight.Status.FAILED
+    failed = [c for c in checks if c.status == "failed"]
+    if not failed:
+        return AgentPreflight.Status.PASSED
+    canaries_only = all(c.name.startswith("canary:") for c in failed)
+    some_passed = any(c.name.startswith("canary:") and c.status == "passed" for c in checks)
+    if canaries_only and some_passed:
+        return AgentPreflight.Status.PARTIAL
+    return AgentPreflight.Status.FAILED
+
+
 def _finish(preflight_id: int, checks: list[Check], *, only_running: bool = False) -> None:
-    passed = bool(checks) and all(c.status != "failed" for c in checks)
     latencies = [c.latency_s for c in checks if c.name.startswith("canary:") and c.latency_s]
     rows = AgentPreflight.objects.filter(pk=preflight_id)
     if only_running:
         rows = rows.filter(status=AgentPreflight.Status.RUNNING)
     rows.update(
-        status=AgentPreflight.Status.PASSED if passed else AgentPreflight.Status.FAILED,
+        status=_verdict(checks),
         checks=services.storable([asdict(c) for c in checks]),
         latency_s=max(latencies) if latencies else None,
         finished_at=timezone.now(),
@@ -396,16 +469,29 @@ def _title(name: str) -> str:
     }.get(name, name)
 
 
+def _address_kind(agent: Agent) -> str | None:
+    """Why the endpoint's address is not public (``"a loopback address"``, ``"a private
+    address"``, ...), None for a public address (or one that no longer resolves)."""
+    guard = OutboundGuard(services.agent_allowed_networks(reference=agent.is_reference))
+    try:
+        return address_problem(guard.check_url(agent.endpoint_url).address)
+    except (RefusedAddressError, ResolveError):
+        return None
+
+
 def _check_guard(agent: Agent) -> Check:
     try:
         services.agent_endpoint_check(endpoint_url=agent.endpoint_url, reference=agent.is_reference)
     except EndpointRefusedError as exc:
         return Check("guard", _title("guard"), "failed", str(exc))
-    where = (
-        "a loopback address allowed for reference agents"
-        if agent.is_reference
-        else ("a public address on an allowed port")
-    )
+    kind = _address_kind(agent)
+    if agent.is_reference:
+        where = f"{kind or 'a public address'}, allowed for the project's reference agents"
+    elif kind is None:
+        where = "a public address on an allowed port"
+    else:
+        # the operator let team agents use such networks (a demo, a closed lab)
+        where = f"{kind} on an allowed port, which this site lets team agents use"
     return Check("guard", _title("guard"), "passed", f"{public_url(agent.endpoint_url)}: {where}")
 
 

@@ -226,19 +226,21 @@ def _validate_apps(apps: Sequence[str], queries_per_app: int) -> list[str]:
     return chosen
 
 
-def _team_submission_rules_check(*, agent: Agent) -> None:
-    """One open submission per agent and the team's daily quota (team submissions only).
+def _team_submission_rules_check(*, agent: Agent, apps: list[str]) -> None:
+    """The pre-flight gate for ``apps``, one open submission per agent and the team's daily
+    quota (team submissions only).
 
     Call inside a transaction that holds the team row lock. Submissions the platform failed
     (``platform_failed``) are not charged to the quota.
 
     Raises:
+        PreflightNotPassedError: the agent's pre-flight has not cleared ``apps``.
         SubmissionInProgressError: the agent has a queued or running submission.
         QuotaExceededError: the team used ``SUBMISSIONS_PER_TEAM_PER_DAY`` in the last 24 hours.
     """
     from submissions.preflight import preflight_gate_check  # pre-flight must have passed
 
-    preflight_gate_check(agent=agent)
+    preflight_gate_check(agent=agent, apps=apps)
     open_statuses = [Submission.Status.QUEUED, Submission.Status.RUNNING]
     if Submission.objects.filter(agent=agent, status__in=open_statuses).exists():
         raise SubmissionInProgressError("this agent already has a submission in progress")
@@ -294,7 +296,7 @@ def submission_create(
                 # ``one_open_submission_per_agent`` backs the first rule in the database.
                 Team.objects.select_for_update().filter(pk=agent.team_id).first()
                 submissions_expire(agent=agent)
-                _team_submission_rules_check(agent=agent)
+                _team_submission_rules_check(agent=agent, apps=chosen)
             if round is not None:
                 packs = {a: p for a, p in round.packs.items() if a in chosen}
                 share = round.held_out_share
