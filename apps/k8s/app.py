@@ -50,6 +50,7 @@ from apps.k8s.kubectl import (
     COMMAND_TIMEOUT_S,
     OUTPUT_CAP_BYTES,
     check_command,
+    check_manifest,
     kubectl_binary,
     run_kubectl,
 )
@@ -294,6 +295,8 @@ class K8sEpisode(Episode):
         if refusal is None:
             assert parsed.argv is not None
             refusal = check_command(parsed.argv, parsed.stdin is not None)
+            if refusal is None and parsed.stdin is not None:
+                refusal = check_manifest(parsed.stdin)
             if refusal is not None:
                 self._refused += 1
                 info["error"] = "refused"

@@ -14,7 +14,12 @@ output cap. Refusals are decided before anything runs:
 * ``-f``/``--filename`` only as ``-`` (standard input, from a here-document): a path or URL
   would read host files or make the evaluator fetch addresses;
 * output formats that read files (``go-template-file=``, ``jsonpath-file=``,
-  ``template-file=``) are refused.
+  ``template-file=``) are refused;
+* a here-document larger than :data:`MANIFEST_MAX_BYTES` or holding more objects than the
+  namespace may hold NetworkPolicies (:data:`MANIFEST_MAX_OBJECTS`) is refused
+  (:func:`check_manifest`): the API server would refuse most of them anyway (quota), and
+  answering hundreds of refused writes costs the shared API server and enforcer time that
+  other episodes wait for.
 """
 
 from __future__ import annotations
@@ -26,6 +31,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
+from apps.k8s.cluster.admission import MAX_POLICIES
+
+MANIFEST_MAX_BYTES = 256 * 1024
+"""Largest here-document run (the 13 healthy policies as JSON are about 15 KiB)."""
+MANIFEST_MAX_OBJECTS = MAX_POLICIES
+"""Most objects one here-document may hold: the number of NetworkPolicies an episode
+namespace may hold (:data:`apps.k8s.cluster.admission.MAX_POLICIES`)."""
 COMMAND_TIMEOUT_S = 10.0
 """Wall-clock limit of one kubectl command (the reference harness uses 10 s, research D.5)."""
 OUTPUT_CAP_BYTES = 64 * 1024
@@ -220,6 +234,34 @@ def check_command(argv: tuple[str, ...] | list[str], has_stdin: bool) -> str | N
         return "-f - needs a manifest: put it in a here-document (kubectl apply -f - <<EOF)"
     if has_stdin and not saw_stdin_file:
         return "a here-document was given but the command does not read -f -"
+    return None
+
+
+def check_manifest(stdin: str) -> str | None:
+    """Return why the here-document ``stdin`` is refused, or None when it may run.
+
+    Refused: more than :data:`MANIFEST_MAX_BYTES` bytes, or more than
+    :data:`MANIFEST_MAX_OBJECTS` objects (YAML documents, ``*List`` items counted one by one).
+    A manifest that does not parse is left to kubectl, which reports the error itself.
+    """
+    size = len(stdin.encode())
+    if size > MANIFEST_MAX_BYTES:
+        return (f"the manifest has {size} bytes; at most {MANIFEST_MAX_BYTES} are accepted in "
+                "one command")
+    try:
+        docs = list(yaml.load_all(stdin, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+    except yaml.YAMLError:
+        return None
+    count = 0
+    for doc in docs:
+        if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") \
+                and isinstance(doc.get("items"), list):
+            count += len(doc["items"])
+        elif doc is not None:
+            count += 1
+    if count > MANIFEST_MAX_OBJECTS:
+        return (f"the manifest holds {count} objects; one command may write at most "
+                f"{MANIFEST_MAX_OBJECTS} (the most NetworkPolicies this namespace may hold)")
     return None
 
 
