@@ -136,7 +136,8 @@ def test_the_agent_gets_a_refused_step_for_an_ipv6_policy(app: K8sApp) -> None:
     clear reason, the step counts as refused, nothing is stored, and the episode goes on to a
     verdict that is the agent's (here: the oracle's repair still solves it)."""
     query = app.generate(1, 5, 1)[0]
-    with app.episode(query) as episode:
+    episode = app.episode(query)
+    with episode:
         episode.reset()
         assert episode.ns is not None
         before = episode.ns.fingerprint()
