@@ -15,6 +15,7 @@ The evaluator's own (trusted) commands run in a node's namespace with
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import os
 import re
@@ -22,13 +23,15 @@ import secrets
 import signal
 import string
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from evaluator.app import DependencyMissingError, EmulatorError
 
-from apps.route.probe import PROBE_TIMEOUT_S, PingallResult, pingall
+from apps.route.probe import CLONE_NEWNET, PROBE_TIMEOUT_S, PingallResult, _libc, pingall
 from apps.route.topology import RouteTopology, build_mininet_topo
 
 #: Directory of per-prefix lock files (tmpfs: a reboot clears it).
@@ -40,6 +43,80 @@ _ALPHABET = string.digits + string.ascii_lowercase
 SETTLE_S = 1.2
 #: Default per-command timeout of evaluator-side commands (seconds).
 EXEC_TIMEOUT_S = 10.0
+
+
+#: ``net.*`` sysctls that change by themselves (traffic counters), left out of comparisons.
+#: Not ``stable_secret``: it is unreadable until written and cannot be unset after, so a
+#: readable one is state (a reused network's verification fails on it and rebuilds).
+VOLATILE_SYSCTLS = re.compile(r"nf_conntrack_count:")
+
+
+def enter_netns(pid: int) -> None:
+    """Move the calling thread (only it) into the network namespace of ``pid``.
+
+    Raises:
+        OSError: the namespace is gone or ``setns`` failed.
+    """
+    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+    finally:
+        os.close(fd)
+
+
+def read_sysctls() -> dict[str, str]:
+    """Every readable ``net.*`` sysctl of the calling thread's network namespace, by path
+    under ``/proc/sys/net`` (``/proc/sys/net`` shows the reader's namespace); the volatile
+    ones (:data:`VOLATILE_SYSCTLS`) are left out, and so are those no read succeeds on (a
+    write-only ``route/flush``, a ``stable_secret`` never written)."""
+    values: dict[str, str] = {}
+    stack = ["/proc/sys/net"]
+    while stack:
+        directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+                continue
+            if VOLATILE_SYSCTLS.search(entry.name + ":"):
+                continue
+            try:
+                with open(entry.path, "rb", buffering=0) as handle:
+                    values[entry.path] = handle.read().decode(errors="replace")
+            except OSError:
+                continue
+    return values
+
+
+class NetnsCall:
+    """``function()`` run in a helper thread moved into the network namespace of ``pid``
+    (the rest of the process stays where it is); :meth:`result` waits for it."""
+
+    def __init__(self, pid: int, function: Callable[[], object]) -> None:
+        self._value: object = None
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                enter_netns(pid)
+                self._value = function()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def result(self) -> object:
+        """What the function returned. Raises what it (or entering the namespace) raised."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _random_prefix() -> str:
@@ -390,31 +467,117 @@ class RouteNetwork:
 
     def fingerprint_parts(self, machine: str) -> list[str]:
         """Text snapshot of ``machine``'s network configuration, used to tell whether a step
-        changed state: links, IPv4 addresses, routes (all tables), rules, qdiscs, iptables rules
-        and non-default policies, forwarding. IPv6 link-local noise and counters are left out.
-        Returns those seven texts (one trusted ``sh`` in the node's namespace).
+        changed state: one part per entry of :data:`FINGERPRINT_COMMANDS` (links, IPv4
+        addresses, routes of every table, rules, qdiscs, iptables rules and non-default
+        policies, forwarding; then IPv6 addresses, routes and rules, permanent, noarp and
+        proxy neighbour entries, ip6tables), read by one trusted ``sh`` in the node's
+        namespace, and every ``net.*`` sysctl, read meanwhile in-process. It covers every kind
+        of state an allowed command can write (:data:`FINGERPRINT_READS`). Left out as noise:
+        counters and lifetimes, what the kernel makes by itself (IPv6 link-local addresses
+        and ``proto kernel`` routes, which follow links and addresses; multicast neighbour
+        entries), neighbour entries traffic made, and IPv6 duplicate address detection flags.
         """
-        script = "; echo @@; ".join(
-            [
-                "ip -d link show 2>/dev/null",  # stderr: transient peer-netns notes
-                "ip -4 addr show",
-                "ip -4 route show table all",
-                "ip -4 rule show",
-                "tc qdisc show",
-                "iptables-save",
-                "cat /proc/sys/net/ipv4/ip_forward",
-            ]
-        )
-        _status, out = self._exec(machine, ["sh", "-c", script + " 2>&1"])
+        sysctls = NetnsCall(self.pids[machine], read_sysctls)
+        commands = [command for _label, command in FINGERPRINT_COMMANDS[:-1]]
+        # no error text: stderr would land after the last part (and vary with the timing)
+        script = "exec 2>/dev/null; " + "; echo @@; ".join(commands)
+        _status, out = self._exec(machine, ["sh", "-c", script])
         parts = [part.strip() for part in (out + "\n").split("@@\n")]
-        parts += [""] * (7 - len(parts))
+        parts += [""] * (len(commands) - len(parts))
+        parts = parts[: len(commands)]
         parts[1] = re.sub(r"\b(valid_lft|preferred_lft) \S+", "", parts[1])
         # chain policy lines carry packet counters (":FORWARD DROP [32:2688]") that grow with
         # every probe a DROP policy drops: keep the policy, not the counters
-        parts[5] = "\n".join(
-            re.sub(r" \[\d+:\d+\]$", "", line)
-            for line in parts[5].splitlines()
-            if line.startswith("-A ")
-            or (line.startswith(":") and not re.match(r"^:\S+ (ACCEPT|-) ", line))
-        )
-        return parts[:7]
+        parts[5] = _rules_and_policies(parts[5])
+        parts[7] = "\n".join(_ipv6_config(parts[7].splitlines()))
+        parts[8] = "\n".join(_neighbours_by_command(parts[8].splitlines()))
+        parts[9] = _rules_and_policies(parts[9])
+        try:
+            values = sysctls.result()
+        except OSError as exc:
+            values = {"error": str(exc)}
+        assert isinstance(values, dict)
+        parts.append("\n".join(f"{path}:{values[path].strip()}" for path in sorted(values)))
+        return parts
+
+
+#: What :meth:`RouteNetwork.fingerprint_parts` reads, in order: (label, ``sh`` command). The
+#: first seven keep their indexes (callers read 0, links, and 4, qdiscs); the sysctls are
+#: read in-process (:func:`read_sysctls`), not by the command shown.
+FINGERPRINT_COMMANDS = (
+    ("links", "ip -d link show"),
+    ("ipv4 addresses", "ip -4 addr show"),
+    ("ipv4 routes", "ip -4 route show table all"),
+    ("ipv4 rules", "ip -4 rule show"),
+    ("qdiscs", "tc qdisc show"),
+    ("iptables", "iptables-save"),
+    ("forwarding", "cat /proc/sys/net/ipv4/ip_forward"),
+    ("ipv6", "printf 'address show\\nroute show table all\\nrule show\\n' | ip -6 -o -batch -"),
+    ("neighbours", "printf 'neigh show nud all\\nneigh show proxy\\n' | ip -batch -"),
+    ("ip6tables", "ip6tables-save"),
+    ("sysctls", "(in-process: read_sysctls)"),
+)
+
+#: Every kind of state an allowed command can write (``apps.route.allowlist.STATE_KINDS``) ->
+#: the :data:`FINGERPRINT_COMMANDS` labels whose parts show a change of it.
+#: ``tests/apps/route/test_state_coverage.py`` checks it against the allow-list.
+FINGERPRINT_READS: dict[str, tuple[str, ...]] = {
+    "link": ("links", "sysctls"),
+    "address4": ("ipv4 addresses",),
+    "address6": ("ipv6",),
+    "route4": ("ipv4 routes",),
+    "route6": ("ipv6",),
+    "rule4": ("ipv4 rules",),
+    "rule6": ("ipv6",),
+    "neighbour4": ("neighbours",),
+    "neighbour6": ("neighbours",),
+    "proxy4": ("neighbours",),
+    "proxy6": ("neighbours",),
+    "qdisc": ("qdiscs",),
+    "iptables": ("iptables",),
+    "ip6tables": ("ip6tables",),
+    # entries are made by traffic, not by a step; a step changes the rules that make and
+    # mark them
+    "conntrack": ("iptables", "ip6tables"),
+    "sysctl": ("sysctls", "forwarding"),
+}
+
+
+def _ipv6_config(lines: list[str]) -> list[str]:
+    """IPv6 addresses, routes and rules (``ip -6 -o`` lines) without what the kernel makes by
+    itself and timing noise: link-local addresses (made and dropped with the link; an IPv4
+    flush drops them too) and ``proto kernel`` routes (they follow links and addresses)
+    are left out, lifetimes and duplicate-address-detection flags stripped."""
+    kept = []
+    for line in lines:
+        if " inet6 fe80:" in line or " proto kernel " in line:
+            continue
+        line = re.sub(r"\b(valid_lft|preferred_lft) \S+", "", line)
+        kept.append(re.sub(r"\b(tentative|dadfailed|optimistic) ", "", line).rstrip())
+    return kept
+
+
+def _neighbours_by_command(lines: list[str]) -> list[str]:
+    """Neighbour entries a command makes: permanent, proxy, and noarp ones except those
+    traffic makes (multicast destinations, loopback)."""
+    kept = []
+    for line in lines:
+        line = line.rstrip()
+        if line.endswith(("PERMANENT", " proxy")):
+            kept.append(line)
+        elif line.endswith("NOARP") and not re.match(
+            r"^(ff[0-9a-f]{2}:|22[4-9]\.|23[0-9]\.)|.* dev lo ", line
+        ):
+            kept.append(line)
+    return kept
+
+
+def _rules_and_policies(saved: str) -> str:
+    """iptables-save output reduced to its rules and non-default chain policies, without
+    packet counters."""
+    return "\n".join(
+        re.sub(r" \[\d+:\d+\]$", "", line)
+        for line in saved.splitlines()
+        if line.startswith("-A ")
+        or (line.startswith(":") and not re.match(r"^:\S+ (ACCEPT|-) ", line))
+    )

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import multiprocessing.util
 import os
 import re
@@ -50,8 +49,8 @@ from pathlib import Path
 
 from evaluator.app import EmulatorError
 
-from apps.route.network import RouteNetwork, list_interfaces
-from apps.route.probe import CLONE_NEWNET, _libc
+from apps.route.network import RouteNetwork, list_interfaces, read_sysctls
+from apps.route.network import enter_netns as _enter_netns
 from apps.route.topology import RouteTopology
 
 #: Environment variable: idle networks kept per shape (0 or unset: the pool is off).
@@ -69,11 +68,6 @@ BUILTIN_CHAINS = {
     "raw": ("PREROUTING", "OUTPUT"),
     "security": ("INPUT", "FORWARD", "OUTPUT"),
 }
-
-#: ``net.*`` sysctls that change by themselves (traffic counters), left out of the comparison.
-#: Not ``stable_secret``: it is unreadable until written and cannot be unset after, so a
-#: readable one (a path the snapshot lacks) fails the verification and the network is rebuilt.
-VOLATILE_SYSCTLS = re.compile(r"nf_conntrack_count:")
 
 #: What the state dump shows, per family: ``ip -o -d`` in batch mode prints links, addresses,
 #: routes of every table, rules, neighbour entries, multicast addresses (and, for IPv4, the
@@ -389,47 +383,6 @@ class PoolStats:
     destroyed: int = 0
     last_restore_s: float = 0.0
     failures: list[str] = field(default_factory=list)
-
-
-def _enter_netns(pid: int) -> None:
-    """Move the calling thread (only it) into the network namespace of ``pid``.
-
-    Raises:
-        OSError: the namespace is gone or ``setns`` failed.
-    """
-    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
-    try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
-    finally:
-        os.close(fd)
-
-
-def read_sysctls() -> dict[str, str]:
-    """Every readable ``net.*`` sysctl of the calling thread's network namespace, by path
-    under ``/proc/sys/net`` (``/proc/sys/net`` shows the reader's namespace); the volatile
-    ones (:data:`VOLATILE_SYSCTLS`) are left out."""
-    values: dict[str, str] = {}
-    stack = ["/proc/sys/net"]
-    while stack:
-        directory = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-                continue
-            if VOLATILE_SYSCTLS.search(entry.name + ":"):
-                continue
-            try:
-                with open(entry.path, "rb", buffering=0) as handle:
-                    values[entry.path] = handle.read().decode(errors="replace")
-            except OSError:
-                continue  # write-only (route/flush) or unreadable (stable_secret)
-    return values
 
 
 RTM_DELNEIGH = 29
