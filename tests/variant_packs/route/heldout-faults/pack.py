@@ -100,6 +100,10 @@ def _ground_truth(level: int, rng: random.Random) -> tuple[tuple[str, ...], dict
         machine = _machine(kind, topo, rng, taken)
         taken.add(machine)
         truth["faults"].append(_fault(kind, machine, topo, rng, serial))
+    # a hijacked subnet is answered by the router itself, so pings to hosts another fault
+    # cuts off look reachable while the hijack stands: it is injected first and therefore
+    # repaired last (removing it earlier would cut those pairs and make the repair unsafe)
+    truth["faults"].sort(key=lambda fault: fault["label"] != "LT")
     truth["repair"] = [
         {"machine": fault["machine"], "command": command}
         for fault in reversed(truth["faults"])
