@@ -10,8 +10,10 @@ Nothing an agent could write is excluded any more: Ingress and Egress policies (
 with both) select pods of both namespaces; one port name maps to different numbers on different
 pods (``http`` is TCP 80 or 81, ``web`` TCP 8080 or 9090, ``dns`` UDP 5353 or 5354); named
 ports appear in egress rules with and without ``to``; ipBlocks include ``10.0.0.0/8``, which
-covers the pod network (our model, our enforcer and nca all treat pods and ipBlocks as
-disjoint). These were divergences 1-4 of kube-router (docs/k8s-cluster.md).
+covers the pod network (our model and our enforcer match pod IPs in ipBlocks, as Kubernetes'
+e2e suite expects; nca does not, and :func:`apps.k8s.cluster.nca_oracle.nca_allowed_ports`
+translates ipBlocks into pod peers so that its answer uses the same reading). Divergences 2-4
+of kube-router (docs/k8s-cluster.md) come out of this generator too.
 
 Still avoided, because the *oracle* (nca 2.1.0) is wrong there, not the cluster:
 

@@ -3,7 +3,9 @@ judge's model (apps/k8s/cluster/policy_model.py, which the enforcer is compiled 
 
 The generator (policygen) no longer avoids kube-router's old divergences 2-4: egress rules with
 ``to`` on pods that ingress rules admit, one port name with different numbers on different
-pods, named ports in egress rules without ``to``.
+pods, named ports in egress rules without ``to``. Its ipBlocks cover pod IPs; nca is asked with
+ipBlocks translated into pod peers (:func:`apps.k8s.cluster.nca_oracle.ipblocks_as_pod_peers`),
+the one documented difference between nca and the Kubernetes reading (docs/k8s.md, "ipBlock").
 
 200 random policy sets (4 rounds x 50 worlds applied side by side; see policygen). Worlds are
 independent for the pairs we compare: a policy only selects pods of its own namespace, and a
