@@ -78,3 +78,35 @@ def test_a_text_answer_fails_every_canary_of_an_openai_tools_agent(serve) -> Non
         canary = checks[f"canary:{app_id}"]
         assert canary["status"] == "failed"
         assert "bad_response" in canary["message"] and "no tool call" in canary["message"]
+
+
+def test_the_api_and_the_registration_form_take_openai_tools(django_capture_on_commit_callbacks):
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    from accounts import services as team_services
+    from accounts.forms_agents import AgentForm
+
+    user = User.objects.create_user("tia", "tia@example.org", "pw-tia-12345")
+    team = team_services.team_create(user=user, name="tia-team")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user)}")
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(
+            "/api/v1/agents/",
+            {
+                "team": team.name,
+                "name": "tool-bot",
+                "endpoint_url": "https://93.184.215.14/v1",
+                "protocol": "openai-tools",
+                "model_name": "qwen2.5:7b",
+            },
+            format="json",
+        )
+    assert response.status_code == 201, response.content
+    agent = Agent.objects.get(pk=response.json()["id"])
+    assert agent.protocol == "openai-tools"
+    assert AgentPreflight.objects.filter(agent=agent, protocol="openai-tools").exists()
+    choices = dict(AgentForm.base_fields["protocol"].choices)  # type: ignore[attr-defined]
+    assert choices["openai-tools"] == "OpenAI-compatible tool calling"
