@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import ipaddress
 import os
 import re
 import secrets
@@ -489,7 +490,7 @@ class RouteNetwork:
         # chain policy lines carry packet counters (":FORWARD DROP [32:2688]") that grow with
         # every probe a DROP policy drops: keep the policy, not the counters
         parts[5] = _rules_and_policies(parts[5])
-        parts[7] = "\n".join(_ipv6_config(parts[7].splitlines()))
+        parts[7] = "\n".join(_ipv6_config(parts[7].splitlines(), _eui64_link_locals(parts[0])))
         parts[8] = "\n".join(_neighbours_by_command(parts[8].splitlines()))
         parts[9] = _rules_and_policies(parts[9])
         try:
@@ -543,14 +544,31 @@ FINGERPRINT_READS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _ipv6_config(lines: list[str]) -> list[str]:
+def _eui64_link_locals(links: str) -> set[tuple[str, ipaddress.IPv6Address]]:
+    """(interface, link-local address) the kernel makes from each Ethernet link's MAC
+    (EUI-64, ``addrgenmode eui64``), from ``ip link show`` output."""
+    made = set()
+    for match in re.finditer(r"^\d+: ([^:@\s]+)[^\n]*\n\s+link/ether (\S+)", links, re.M):
+        mac = bytes.fromhex(match.group(2).replace(":", ""))
+        eui = bytes([mac[0] ^ 0x02, *mac[1:3], 0xFF, 0xFE, *mac[3:6]])
+        made.add((match.group(1), ipaddress.IPv6Address(b"\xfe\x80" + bytes(6) + eui)))
+    return made
+
+
+def _ipv6_config(
+    lines: list[str], kernel_link_locals: set[tuple[str, ipaddress.IPv6Address]]
+) -> list[str]:
     """IPv6 addresses, routes and rules (``ip -6 -o`` lines) without what the kernel makes by
-    itself and timing noise: link-local addresses (made and dropped with the link; an IPv4
-    flush drops them too) and ``proto kernel`` routes (they follow links and addresses)
-    are left out, lifetimes and duplicate-address-detection flags stripped."""
+    itself and timing noise: the kernel's EUI-64 link-local addresses (made and dropped with
+    the link; an IPv4 flush drops them too; ``kernel_link_locals``) and ``proto kernel``
+    routes (they follow links and addresses) are left out, lifetimes and
+    duplicate-address-detection flags stripped."""
     kept = []
     for line in lines:
-        if " inet6 fe80:" in line or " proto kernel " in line:
+        if " proto kernel " in line:
+            continue
+        local = re.match(r"^\d+: (\S+)\s+inet6 (fe80:[0-9a-f:]*)/64 ", line)
+        if local and (local.group(1), ipaddress.IPv6Address(local.group(2))) in kernel_link_locals:
             continue
         line = re.sub(r"\b(valid_lft|preferred_lft) \S+", "", line)
         kept.append(re.sub(r"\b(tentative|dadfailed|optimistic) ", "", line).rstrip())
@@ -573,11 +591,12 @@ def _neighbours_by_command(lines: list[str]) -> list[str]:
 
 
 def _rules_and_policies(saved: str) -> str:
-    """iptables-save output reduced to its rules and non-default chain policies, without
-    packet counters."""
+    """iptables-save output reduced to its rules, user chains and non-default chain
+    policies, without packet counters. A table with none of them is left out: it filters
+    nothing, and iptables-nft makes one by the first write to it and cannot delete it (a
+    reused network loses it: the pool deletes every table)."""
     return "\n".join(
         re.sub(r" \[\d+:\d+\]$", "", line)
         for line in saved.splitlines()
-        if line.startswith("-A ")
-        or (line.startswith(":") and not re.match(r"^:\S+ (ACCEPT|-) ", line))
+        if line.startswith("-A ") or (line.startswith(":") and not re.match(r"^:\S+ ACCEPT ", line))
     )
