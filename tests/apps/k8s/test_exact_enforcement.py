@@ -142,14 +142,21 @@ def test_cross_check_reports_a_dataplane_that_enforces_differently(
     pods = [_pod("a", {"app": "a"}, [("TCP", 80, "")]), _pod("b", {"app": "b"}, [("TCP", 80, "")])]
     _apply(cluster, rest, ns, pods, [_policy("deny", {"podSelector": {}})])
     bypass = ["ip", "netns", "exec", cluster.config.netns, "iptables", "-w", "5"]
-    subprocess.run([*bypass, "-I", "FORWARD", "1", "-j", "ACCEPT"], check=True)
-    try:
-        endpoints = list_pod_endpoints(cluster.api_client(), [ns], cluster.config)
-        measured = measure_matrix(endpoints)
-        check = cross_check(cluster.api_client(), ns, measured, endpoints=endpoints,
-                            config=cluster.config)
-    finally:
-        subprocess.run([*bypass, "-D", "FORWARD", "-j", "ACCEPT"], check=True)
+    # The enforcer replaces the whole filter table whenever anything in the cluster changes
+    # (e.g. an earlier test's namespace going away), which also removes the foreign rule: a
+    # measurement counts only if the rule was still there after it.
+    for _attempt in range(5):
+        subprocess.run([*bypass, "-I", "FORWARD", "1", "-j", "ACCEPT"], check=True)
+        try:
+            endpoints = list_pod_endpoints(cluster.api_client(), [ns], cluster.config)
+            measured = measure_matrix(endpoints)
+            check = cross_check(cluster.api_client(), ns, measured, endpoints=endpoints,
+                                config=cluster.config)
+        finally:
+            removed = subprocess.run([*bypass, "-D", "FORWARD", "-j", "ACCEPT"], check=False)
+        if removed.returncode == 0:
+            break
+        time.sleep(1.0)
     assert not check.agrees
     assert {(d.src, d.dst, d.port, d.expected, d.measured) for d in check.disagreements} == {
         (f"{ns}/a", f"{ns}/b", "TCP/80", False, True),
