@@ -7,6 +7,16 @@ from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
 
 
+class NotificationForm(forms.Form):
+    """The user's e-mail preferences."""
+
+    submission_emails = forms.BooleanField(
+        required=False,
+        label="E-mail me when a submission of my teams finishes or fails",
+        help_text="One e-mail per submission, with the result per app and a link to it.",
+    )
+
+
 class SignUpForm(UserCreationForm):
     """A user name, an e-mail address (needed for password resets) and a password twice.
 

@@ -52,3 +52,20 @@ class TeamInvitation(models.Model):
     def is_valid(self) -> bool:
         """True until :attr:`expires_at`."""
         return timezone.now() < self.expires_at
+
+
+class NotificationSetting(models.Model):
+    """A user's e-mail preferences; a user without a row gets every notification.
+
+    ``submission_emails``: an e-mail when a submission of one of the user's teams finishes or
+    fails (``accounts.notifications``).
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_setting"
+    )
+    submission_emails = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"notifications of {self.user_id}: submissions {self.submission_emails}"

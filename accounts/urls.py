@@ -8,6 +8,7 @@ app_name = "accounts"
 urlpatterns = [
     path("signup/", views.signup_page, name="signup"),
     path("team/", views.team_page, name="team"),
+    path("settings/", views.settings_page, name="settings"),
     path("teams/new/", views.team_create_view, name="team-create"),
     path("teams/<int:team_id>/invitation/", views.invitation_renew_view, name="invite"),
     path(

@@ -17,9 +17,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts import services
-from accounts.forms import SignUpForm
+from accounts.forms import NotificationForm, SignUpForm
 from accounts.forms_agents import AgentForm, SubmitForm
 from accounts.models import TeamOwnership
+from accounts.notifications import notification_settings_get, notification_settings_set
 from submissions import preflight
 from submissions import services as submission_services
 from submissions.errors import ServiceError
@@ -80,6 +81,26 @@ def team_page(request: HttpRequest) -> HttpResponse:
         for agent in team.agents.all():  # the prefetched objects the template renders
             agent.preflight_status = preflights.get(agent.pk, "")
     return render(request, "accounts/team.html", {"rows": rows})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def settings_page(request: HttpRequest) -> HttpResponse:
+    """GET: the user's e-mail preferences. POST: save them (``accounts.notifications``)."""
+    user = request.user
+    current = notification_settings_get(user=user)  # type: ignore[arg-type]
+    form = NotificationForm(
+        request.POST if request.method == "POST" else None,  # an unticked box posts nothing
+        initial={"submission_emails": current.submission_emails},
+    )
+    if request.method == "POST" and form.is_valid():
+        notification_settings_set(
+            user=user,  # type: ignore[arg-type]
+            submission_emails=form.cleaned_data["submission_emails"],
+        )
+        messages.success(request, "Settings saved.")
+        return redirect("accounts:settings")
+    return render(request, "accounts/settings.html", {"form": form})
 
 
 @login_required

@@ -109,7 +109,8 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "accounts:team"
 LOGOUT_REDIRECT_URL = "leaderboard:index"
-# Password-reset mail goes to the console unless an SMTP server is configured (EMAIL_URL).
+# Mail (password resets, "submission finished") goes to the console unless an SMTP server is
+# configured (EMAIL_URL).
 _email = env.email_url("EMAIL_URL", default="consolemail://")
 EMAIL_BACKEND = _email["EMAIL_BACKEND"]
 EMAIL_HOST = _email.get("EMAIL_HOST") or "localhost"
@@ -118,6 +119,8 @@ EMAIL_HOST_USER = _email.get("EMAIL_HOST_USER") or ""
 EMAIL_HOST_PASSWORD = _email.get("EMAIL_HOST_PASSWORD") or ""
 EMAIL_USE_TLS = bool(_email.get("EMAIL_USE_TLS", False))
 DEFAULT_FROM_EMAIL = env("DJANGO_DEFAULT_FROM_EMAIL", default="netarena@localhost")
+# Seconds an SMTP connection may take (a worker sends the "submission finished" mail).
+EMAIL_TIMEOUT = env.int("DJANGO_EMAIL_TIMEOUT", default=10)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -251,6 +254,9 @@ NETARENA = {
     # A submission with more than this share of infrastructure failures among its run episodes
     # is marked incomplete: not ranked, no quota.
     "INFRA_FAILURE_MAX_SHARE": env.float("NETARENA_INFRA_FAILURE_MAX_SHARE", default=0.1),
+    # The site's public address, for links in e-mails sent outside a request (a worker's
+    # "submission finished" mail, accounts.notifications).
+    "SITE_URL": env("NETARENA_SITE_URL", default="http://localhost:8000"),
 }
 
 LOGGING = {

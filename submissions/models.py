@@ -181,6 +181,9 @@ class Submission(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    #: when its team's members were e-mailed that it finished or failed (set once, by the
+    #: conditional update that claims the notification: ``accounts.notifications``)
+    notified_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -74,10 +74,13 @@ from submissions.errors import (
     SubmissionInProgressError,
 )
 from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
+from submissions.signals import submission_closed
 
 logger = logging.getLogger(__name__)
 
 EPISODE_MAX_ATTEMPTS = 3
+#: A submission is open (may still run episodes) in these states.
+_OPEN_STATUSES = (Submission.Status.QUEUED, Submission.Status.RUNNING)
 #: What a refused registration says (the guard's detail is logged, never shown).
 ENDPOINT_REFUSED_MESSAGE = (
     "endpoint refused: it must be a public http(s) address on an allowed port "
@@ -89,6 +92,26 @@ REFERENCE_KINDS = ("oracle", "null", "heuristic", "scripted", "llm")
 #: services send by name so that nothing here imports the tasks).
 SUBMISSION_PREPARE_TASK = "submissions.submission_prepare"
 EPISODE_EXECUTE_TASK = "submissions.episode_execute"
+
+
+def _announce_closed(submission_id: int) -> None:
+    """Send :data:`submissions.signals.submission_closed` once the current transaction
+    commits (at once outside one); a receiver's error is logged, never raised into the
+    worker or the request that closed the submission."""
+
+    def send() -> None:
+        for receiver, result in submission_closed.send_robust(
+            sender=Submission, submission_id=submission_id
+        ):
+            if isinstance(result, Exception):
+                logger.error(
+                    "receiver %r of submission_closed failed for submission %s: %r",
+                    receiver,
+                    submission_id,
+                    result,
+                )
+
+    transaction.on_commit(send)
 
 
 def _send_task(
@@ -422,12 +445,13 @@ def submission_prepare(*, submission_id: int) -> None:
                 rows.extend(_episode_row(submission, query) for query in batch)
         except Exception as exc:  # noqa: BLE001 - any generator failure fails the submission
             logger.exception("generation failed for submission %s", submission.pk)
-            Submission.objects.filter(pk=submission.pk).update(
+            if Submission.objects.filter(pk=submission.pk, status__in=_OPEN_STATUSES).update(
                 status=Submission.Status.FAILED,
                 platform_failed=True,
                 error=storable(f"query generation failed: {exc}"[:2000]),
                 finished_at=timezone.now(),
-            )
+            ):
+                _announce_closed(submission.pk)
             return
         with transaction.atomic():
             EpisodeRecord.objects.bulk_create(rows, ignore_conflicts=True)
@@ -800,6 +824,8 @@ def submission_close_if_complete(*, submission_id: int) -> bool:
         platform_failed=incomplete,
         incomplete=incomplete,
     )
+    if updated == 1:
+        _announce_closed(submission_id)  # the finish e-mail (accounts.notifications)
     return updated == 1
 
 
@@ -913,12 +939,19 @@ def submissions_expire(*, max_wait_s: float | None = None, agent: Agent | None =
     wait_s = settings.NETARENA["SUBMISSION_MAX_WAIT_S"] if max_wait_s is None else max_wait_s
     cutoff = timezone.now() - timedelta(seconds=wait_s)
     submissions = Submission.objects.all() if agent is None else agent.submissions.all()
-    closed = submissions.filter(status=Submission.Status.QUEUED, created_at__lt=cutoff).update(
-        status=Submission.Status.FAILED,
-        platform_failed=True,
-        error=f"expired: no worker took the submission within {wait_s:g} s",
-        finished_at=timezone.now(),
-    )
+    closed = 0
+    for submission_id in submissions.filter(
+        status=Submission.Status.QUEUED, created_at__lt=cutoff
+    ).values_list("pk", flat=True):
+        # one conditional update each: one the control worker started meanwhile stays open
+        if Submission.objects.filter(pk=submission_id, status=Submission.Status.QUEUED).update(
+            status=Submission.Status.FAILED,
+            platform_failed=True,
+            error=f"expired: no worker took the submission within {wait_s:g} s",
+            finished_at=timezone.now(),
+        ):
+            closed += 1
+            _announce_closed(submission_id)
     stale = submissions.filter(status=Submission.Status.RUNNING, started_at__lt=cutoff)
     for submission_id in stale.values_list("pk", flat=True):
         never_started = EpisodeRecord.objects.filter(
