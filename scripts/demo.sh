@@ -25,8 +25,17 @@ trap cleanup EXIT INT TERM
 
 $PY manage.py migrate --noinput >/dev/null
 PIDS=""
-# -B: the periodic jobs (requeue episodes of dead workers, expire stale submissions) in-process
-.venv/bin/celery -A config worker -B --schedule "$RUN/celerybeat-schedule" \
+# -B: the periodic jobs (requeue episodes of dead workers, expire stale submissions) in-process.
+# The worker runs as root because the episodes need it (route: Mininet's namespaces and
+# bridges; k8s: the cluster's; MALT: a uid of its own per run of agent code), so Celery's
+# "running the worker with superuser privileges" warning is silenced for it alone. Its advice,
+# --uid, would break those episodes; the risk behind it, a root worker unpickling messages, is
+# absent: the worker accepts JSON only (CELERY_ACCEPT_CONTENT; Celery refuses to start as root
+# with pickle unless C_FORCE_ROOT is set, which the demo never sets). The filter matches that
+# warning's first words only; any other warning still shows. --quiet: no start-up banner in
+# the middle of the round's progress (the worker's errors go to its log file).
+PYTHONWARNINGS="ignore:You're running the worker with superuser privileges" \
+.venv/bin/celery --quiet -A config worker -B --schedule "$RUN/celerybeat-schedule" \
   -Q "$($PY -m evaluator.registry queues)" --concurrency 2 --loglevel WARNING \
   --logfile "$RUN/celery.log" &
 PIDS="$PIDS $!"
@@ -35,4 +44,7 @@ $PY manage.py demo_round --serve-agents --apps "$NETARENA_DEMO_APPS" --queries "
   --pidfile "$RUN/agents.pids"
 PIDS="$PIDS $(cat "$RUN/agents.pids")"
 echo "demo: the leaderboard is at http://localhost:8000/ (Ctrl-C stops everything)"
-$PY manage.py runserver 0.0.0.0:8000 --noreload
+echo "demo: e-mails (a team's finished submissions) are written to $RUN/celery.log"
+# The development server is what the demo is meant to run; its "do not use in production"
+# banner asks for a change the demo cannot make (docs/deploy.md runs gunicorn).
+DJANGO_RUNSERVER_HIDE_WARNING=true $PY manage.py runserver 0.0.0.0:8000 --noreload
