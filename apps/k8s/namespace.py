@@ -77,6 +77,31 @@ ServiceMatrix = dict[tuple[str, str, str], bool | None]
 disagree or a service has no running pod."""
 
 
+class NamespaceNotInSyncError(EmulatorError):
+    """The enforcer does not enforce the episode namespace as the policy model states
+    (:class:`apps.k8s.cluster.health.NotEnforcedError`): the episode is never judged on it.
+
+    Who is at fault decides how the runner records it (``evaluator.runner.agent_could_cause``,
+    docs/metrics.md): policies the enforcer refused (an IPv6 ipBlock and the like, which the
+    episode namespace's admission rule refuses too) were written by someone in the namespace,
+    so after the agent's reply they are the agent's failure; a namespace installed fail-closed
+    as a whole (over the enforcer's budget, rules the kernel refused) may be the cluster's
+    fault, so it is marked ``judge_disagreement`` (infrastructure).
+
+    Attributes:
+        details: ``{"namespace", "health": {namespace: {in_sync, refused, error, rules}}}``.
+    """
+
+    @classmethod
+    def from_health(cls, name: str, exc: NotEnforcedError) -> NamespaceNotInSyncError:
+        """The error for namespace ``name`` from the cluster's :class:`NotEnforcedError`."""
+        err = cls(f"dataplane of {name} not in sync: {exc}", details={
+            "namespace": name,
+            "health": {ns: h.to_dict() for ns, h in exc.namespaces.items()}})
+        err.judge_disagreement = any(h.error for h in exc.namespaces.values())
+        return err
+
+
 def shared_cluster(config: ClusterConfig | None = None) -> Cluster:
     """The cluster of ``config`` (default instance), brought up once per process.
 
@@ -321,7 +346,7 @@ class EpisodeNamespace:
         except TimeoutError as exc:
             raise EmulatorError(f"dataplane of {self.name} not ready: {exc}") from exc
         except NotEnforcedError as exc:
-            raise EmulatorError(f"dataplane of {self.name} not in sync: {exc}") from exc
+            raise NamespaceNotInSyncError.from_health(self.name, exc) from exc
 
     def measure(self) -> tuple[dict[str, dict[str, dict[str, bool]]], dict[str, str]]:
         """Probe every running pod to every pod port.

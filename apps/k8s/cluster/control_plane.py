@@ -301,10 +301,11 @@ class Cluster:
                 names the namespace, the policies and the reasons.
         """
         start = time.monotonic()
+        api = self.api_client()
         if namespaces:
-            wait_pods_ready(self.api_client(), namespaces, timeout_s)
+            wait_pods_ready(api, namespaces, timeout_s)
         remaining = max(1.0, timeout_s - (time.monotonic() - start))
-        sentinel = DataplaneSync(self.api_client(), self.config)
+        sentinel = DataplaneSync(api, self.config)
         sentinel.barrier(remaining)
         if namespaces and sentinel.last_status is not None:
             bad = sentinel.last_status.not_in_sync(tuple(namespaces))

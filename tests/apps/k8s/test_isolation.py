@@ -32,11 +32,11 @@ from apps.k8s.app import REFUSED_BY_CLUSTER, K8sApp
 from apps.k8s.cluster import admission
 from apps.k8s.cluster.control_plane import Cluster
 from apps.k8s.cluster.crosscheck import cross_check
-from apps.k8s.cluster.health import NotEnforcedError
+from apps.k8s.cluster.health import NamespaceHealth, NotEnforcedError
 from apps.k8s.cluster.prober import list_pod_endpoints, measure_matrix
 from apps.k8s.cluster.rest import KubeRest, resource_path
 from apps.k8s.cluster.sync import wait_pods_ready
-from apps.k8s.namespace import EpisodeNamespace
+from apps.k8s.namespace import EpisodeNamespace, NamespaceNotInSyncError
 
 Obj = dict[str, Any]
 
@@ -154,6 +154,43 @@ def test_the_agent_gets_a_refused_step_for_an_ipv6_policy(app: K8sApp) -> None:
     assert verdict.correct and verdict.safe
 
 
+@pytest.mark.k8s
+@pytest.mark.root
+def test_an_episode_whose_namespace_is_not_in_sync_is_never_judged(
+        app: K8sApp, cluster: Cluster) -> None:
+    """A policy the enforcer refuses that got into an episode namespace past admission (here:
+    an admin lifts the namespace's episode label for the write) stops the episode at the
+    next barrier with :class:`NamespaceNotInSyncError`: no verdict is drawn from a dataplane
+    that does not enforce the policies. Refused policies are charged to whoever wrote them in
+    the namespace (not ``judge_disagreement``)."""
+    query = app.generate(1, 9, 1)[0]
+    episode = app.episode(query, pool=False)
+    with episode:
+        episode.reset()
+        assert episode.ns is not None
+        ns = episode.ns
+        path = resource_path("namespaces", name=ns.name)
+        ns.rest.patch(path, {"metadata": {"labels": {"netarena/app": None}}})
+        try:
+            ns.rest.create(resource_path("networkpolicies", ns.name), IPV6_POLICY)
+        finally:
+            ns.rest.patch(path, {"metadata": {"labels": {"netarena/app": "k8s"}}})
+        with pytest.raises(NamespaceNotInSyncError) as info:
+            episode.step("kubectl get networkpolicies")
+    assert "policy egress-v6 refused" in str(info.value)
+    assert info.value.judge_disagreement is False
+    assert info.value.details["health"][ns.name]["refused"]
+
+
+def test_not_in_sync_is_charged_by_its_cause() -> None:
+    """Refused policies: whoever wrote them (after the agent's reply, the agent). A namespace
+    installed fail-closed as a whole (budget, kernel): infrastructure."""
+    refused = NotEnforcedError("x", {"n": NamespaceHealth(refused={"p": ["not IPv4"]})})
+    assert not NamespaceNotInSyncError.from_health("n", refused).judge_disagreement
+    kernel = NotEnforcedError("x", {"n": NamespaceHealth(error="the kernel refused its rules")})
+    assert NamespaceNotInSyncError.from_health("n", kernel).judge_disagreement
+
+
 def _flood(count: int) -> Obj:
     """``count`` policies of about 1.5 kB each, as one List (about 0.7 MB as JSON)."""
     services = list(manifests.SERVICES)
@@ -165,6 +202,17 @@ def _flood(count: int) -> Obj:
         "egress": [{"to": [{"podSelector": {"matchLabels": {"app": s}}}]}
                    for s in services[:4]]}) for i in range(count)]
     return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def _wait_calm(rest: KubeRest, timeout_s: float = 180.0) -> None:
+    """Wait until no namespace is being deleted (earlier tests' pods going away share the two
+    cores with the measurement)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        items = rest.get(resource_path("namespaces"))["items"]
+        if not any((n.get("status") or {}).get("phase") == "Terminating" for n in items):
+            return
+        time.sleep(0.5)
 
 
 @pytest.mark.k8s
@@ -185,6 +233,7 @@ def test_a_policy_flood_is_bounded_and_neighbours_stay_fast(app: K8sApp) -> None
         flooder.reset()
         neighbour.reset()
         assert flooder.ns is not None and neighbour.ns is not None
+        _wait_calm(flooder.ns.rest)
         ns_b: EpisodeNamespace = neighbour.ns
         healthy = manifests.healthy_policies()["adservice"]
         idle: list[float] = []
