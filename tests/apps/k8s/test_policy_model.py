@@ -142,10 +142,10 @@ def test_a_namespace_over_its_budget_fails_closed_alone() -> None:
     pods = [Pod("a", f"a{i}", f"10.244.0.{i + 2}", {"app": f"x{i}"}, (("TCP", 80, ""),))
             for i in range(4)]
     pods.append(Pod("b", "b0", "10.244.1.2", {"app": "y"}, (("TCP", 80, ""),)))
+    peers = [{"podSelector": {"matchLabels": {"app": f"x{j}"}}} for j in range(4)]
     big = [{"metadata": {"name": f"p{i}", "namespace": "a"}, "spec": {
-        "podSelector": {}, "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": f"x{j}"}}}
-                                                  for j in range(4)],
-                                        "ports": [{"port": 1000 + 10 * i + k} for k in range(10)]}]}}
+        "podSelector": {}, "ingress": [
+            {"from": peers, "ports": [{"port": 1000 + 10 * i + k} for k in range(10)]}]}}
            for i in range(5)]
     small = _pol("b", {"podSelector": {}, "ingress": [{"from": [{"podSelector": {}}]}]})
     model = PolicyModel(pods, NS, [*big, small])
@@ -185,3 +185,46 @@ def test_compare_lists_every_disagreeing_cell() -> None:
     assert result.disagreements[0].describe() == \
         "a/x -> a/y:TCP/80 (expected blocked, measured allowed)"
     assert compare(expected, expected).agrees
+
+
+def test_a_namespace_the_kernel_refuses_is_installed_fail_closed_alone(
+        monkeypatch: Any, tmp_path: Any) -> None:
+    """An install that fails as a whole (here: a kernel without SCTP matching) is retried
+    namespace by namespace; the namespace whose rules fail is installed fail-closed and
+    reported, the others keep their rules, and the next sync of the same state installs
+    nothing new."""
+    from apps.k8s.cluster import crosscheck, enforcer
+    from apps.k8s.cluster.health import read_status
+
+    a1 = Pod("a", "a1", "10.244.0.2", {}, (("TCP", 80, ""),))
+    b1 = Pod("b", "b1", "10.244.0.3", {}, (("TCP", 80, ""),))
+    b2 = Pod("b", "b2", "10.244.0.4", {}, (("TCP", 80, ""),))
+    sctp = _pol("a", {"podSelector": {}, "ingress": [{"ports": [{"protocol": "SCTP",
+                                                                 "port": 80}]}]})
+    allow_b = _pol("b", {"podSelector": {}, "ingress": [{"from": [{"podSelector": {}}]}]})
+    model = PolicyModel([a1, b1, b2], NS, [sctp, allow_b])
+    installed: list[str] = []
+
+    def fake_install(ruleset: Any, existing: Any = None) -> set[str]:
+        if "-p sctp" in ruleset.iptables:
+            raise RuntimeError("iptables-restore: Couldn't load match `sctp'")
+        installed.append(ruleset.iptables)
+        return set(ruleset.ipsets)
+
+    monkeypatch.setattr(enforcer, "install", fake_install)
+    monkeypatch.setattr(enforcer, "forget_udp_flows", lambda: 0)
+    monkeypatch.setattr(crosscheck, "load_model", lambda *args, **kwargs: model)
+    status_file = tmp_path / "status.json"
+    daemon = enforcer.Enforcer(None, "10.244.0.0/16", status_file)
+    daemon.sync_once()
+    final = installed[-1]
+    assert "-d 10.244.0.2/32 -j REJECT" in final  # a fail-closed
+    assert "-m set --match-set" in final  # b keeps its rules
+    status = read_status(status_file)
+    assert status is not None
+    assert not status.namespaces["a"].in_sync
+    assert "kernel refused" in (status.namespaces["a"].error or "")
+    assert status.namespaces["b"].in_sync
+    count = len(installed)
+    daemon.sync_once()
+    assert len(installed) == count  # the same state: nothing tried or installed again
