@@ -1,5 +1,5 @@
 """Reads for the agent page: an agent's submissions across time, per app, with the models its
-endpoint reported (a change of model is flagged).
+endpoint reported (a change of model is flagged), and its board rank over time.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from datetime import datetime
 from django.db.models import Count, Q
 
 from evaluator.registry import app_ids
-from submissions.models import Agent, EpisodeRecord, Submission
+from evaluator.stats import Interval, wilson_interval
+from submissions.aggregates import TOTAL_LEVEL
+from submissions.models import Agent, EpisodeAggregate, EpisodeRecord, Submission
 
 
 @dataclass
@@ -27,6 +29,11 @@ class AppScore:
     def rate_pct(self) -> float | None:
         """Correct-and-safe share in percent, ``None`` without scored episodes."""
         return 100.0 * self.correct_and_safe / self.n if self.n else None
+
+    @property
+    def interval(self) -> Interval:
+        """The correct-and-safe share with its 95% Wilson interval (rates in [0, 1])."""
+        return wilson_interval(self.correct_and_safe, self.n)
 
 
 @dataclass
@@ -115,3 +122,61 @@ def history_apps(rows: list[HistoryRow]) -> list[str]:
     """The app ids that occur in ``rows``, in registry order."""
     seen = {a for row in rows for a in row.submission.apps}
     return [a for a in app_ids() if a in seen] + sorted(seen - set(app_ids()))
+
+
+@dataclass(frozen=True)
+class RankPoint:
+    """The agent's place on one app's board right after one of its submissions finished.
+
+    Attributes:
+        rank: 1 + the agents whose correct-and-safe interval then lay entirely above this
+            submission's (the board's tie rule, docs/metrics.md "Ranks and ties").
+        agents: agents on the board then, this one included.
+    """
+
+    submission_id: int
+    when: datetime
+    rank: int
+    agents: int
+
+
+def agent_rank_history(*, agent: Agent, apps: list[str]) -> dict[str, list[RankPoint]]:
+    """Per app, the agent's board rank after each of its finished, scored submissions, oldest
+    first: the board as it stood then, every agent's newest finished submission of the app
+    up to that moment (agents inactive today are left out, as on today's board).
+
+    One query per app over the aggregate total rows, swept in finishing order.
+    """
+    history: dict[str, list[RankPoint]] = {}
+    for app_id in apps:
+        rows = (
+            EpisodeAggregate.objects.filter(
+                app_id=app_id,
+                level=TOTAL_LEVEL,
+                n__gt=0,
+                submission__status=Submission.Status.FINISHED,
+                submission__platform_failed=False,
+                submission__finished_at__isnull=False,
+            )
+            .filter(Q(submission__agent__is_active=True) | Q(submission__agent=agent))
+            .order_by("submission__finished_at", "submission_id")
+            .values_list(
+                "submission__agent_id",
+                "submission_id",
+                "submission__finished_at",
+                "n",
+                "correct_and_safe",
+            )
+        )
+        latest: dict[int, Interval] = {}
+        points: list[RankPoint] = []
+        for agent_id, submission_id, finished_at, n, both in rows.iterator(chunk_size=2000):
+            latest[agent_id] = wilson_interval(both, n)
+            if agent_id != agent.pk or finished_at is None:
+                continue
+            mine = latest[agent_id]
+            above = sum(1 for other, i in latest.items() if other != agent_id and i.low > mine.high)
+            points.append(RankPoint(submission_id, finished_at, 1 + above, len(latest)))
+        if points:
+            history[app_id] = points
+    return history

@@ -2,7 +2,8 @@
 
 ``/agents/<id>/`` is public (name, team, protocol, model, the history of submissions and
 rounds with per-app correct-and-safe rates, the models the endpoint reported and a flag when
-they changed, the score-over-time chart). Members of the agent's team also see the latest
+they changed, the score-over-time chart with intervals and rounds marked, the board rank over
+time). Members of the agent's team also see the latest
 pre-flight with every check (refreshed by polling ``preflight.json`` while it runs), a
 "Run pre-flight again" button and the edit form (the secret is replace-only, never shown).
 """
@@ -17,8 +18,13 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.agent_plots import score_over_time_figure
-from accounts.agent_selectors import agent_history, history_apps, infra_failure_share
+from accounts.agent_plots import rank_history_figure, score_over_time_figure
+from accounts.agent_selectors import (
+    agent_history,
+    agent_rank_history,
+    history_apps,
+    infra_failure_share,
+)
 from accounts.forms_agents import AgentEditForm
 from submissions import preflight
 from submissions.models import Agent, AgentPreflight
@@ -70,12 +76,14 @@ def agent_page(request: HttpRequest, agent_id: int) -> HttpResponse:
     rows = agent_history(agent=agent)
     apps = history_apps(rows)
     member = _is_member(request, agent)
+    ranks = agent_rank_history(agent=agent, apps=apps) if rows else {}
     context: dict[str, Any] = {
         "agent": agent,
         "member": member,
         "apps": apps,
         "rows": [(row, row.score_list(apps)) for row in reversed(rows)],
         "figure": score_over_time_figure(rows=rows, apps=apps) if rows else None,
+        "rank_figure": rank_history_figure(history=ranks) if ranks else None,
         "model_changes": sum(1 for row in rows if row.model_changed),
         "gaps": agent_gaps(agent=agent),
         "infra": infra_failure_share(rows),
