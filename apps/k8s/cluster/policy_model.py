@@ -182,7 +182,7 @@ def parse_ipv4_cidr(text: object) -> ipaddress.IPv4Network | None:
 
     None for anything else: IPv6 (also IPv4-mapped IPv6 such as ``::ffff:10.0.0.0/104``),
     leading zeros (``010.0.0.0/8``, which Go's lenient parser in the API server accepts and
-    reads as decimal while other parsers read octal), a missing prefix, octets above 255 or a
+    reads as decimal, while C's ``inet_aton`` reads octal), a missing prefix, octets above 255 or a
     prefix above 32. The same strings the admission rule's CEL ``isCIDR(x) &&
     cidr(x).ip().family() == 4`` accepts (:mod:`apps.k8s.cluster.admission`).
     """
