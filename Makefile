@@ -13,6 +13,7 @@ test:
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/mypy .
+	for pack in tests/variant_packs/*/*/pack.py; do .venv/bin/mypy "$$pack" || exit 1; done
 
 k8s-binaries:
 	WITH_K8S=1 scripts/setup.sh

@@ -15,6 +15,7 @@ PG_URL=$(scripts/services.sh start postgres)
 echo "== lint: ruff, mypy"
 .venv/bin/ruff check .
 .venv/bin/mypy .
+for pack in tests/variant_packs/*/*/pack.py; do .venv/bin/mypy "$pack"; done
 
 echo "== tests on SQLite (whole suite)"
 status=0

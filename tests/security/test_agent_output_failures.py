@@ -83,10 +83,10 @@ def test_an_emulator_fault_after_the_agents_reply_is_charged_to_the_agent() -> N
 
 
 def test_a_judge_disagreement_after_the_reply_stays_infrastructure() -> None:
-    class Disagreement(EmulatorError):
+    class DisagreementError(EmulatorError):
         judge_disagreement = True
 
-    app = HostileApp(verdict_error=Disagreement("enforcement differs from the model"))
+    app = HostileApp(verdict_error=DisagreementError("enforcement differs from the model"))
     result = run_episode_guarded(app, app.generate(1, 1)[0], ScriptedClient(["x"] * 3),
                                  backoff_s=())
     assert result.infrastructure is not None and not result.scored
