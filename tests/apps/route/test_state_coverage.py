@@ -50,8 +50,6 @@ from apps.route.replies import DONE_REPLY
 from apps.route.topology import RouteTopology
 from tests.apps.route.helpers import require_emulator
 
-EMULATED = [pytest.mark.root, pytest.mark.netns, pytest.mark.slow]
-
 
 # --- the table, the pool and the fingerprint against the grammars (no emulator) -----------
 def test_the_table_lists_exactly_the_writes_the_grammars_allow() -> None:
