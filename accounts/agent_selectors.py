@@ -12,8 +12,8 @@ from django.db.models import Count, Q
 
 from evaluator.registry import app_ids
 from evaluator.stats import Interval, wilson_interval
-from submissions.aggregates import TOTAL_LEVEL
-from submissions.models import Agent, EpisodeAggregate, EpisodeRecord, Submission
+from submissions.models import Agent, EpisodeRecord, Submission
+from submissions.selectors import scored_totals
 
 
 @dataclass
@@ -150,14 +150,7 @@ def agent_rank_history(*, agent: Agent, apps: list[str]) -> dict[str, list[RankP
     history: dict[str, list[RankPoint]] = {}
     for app_id in apps:
         rows = (
-            EpisodeAggregate.objects.filter(
-                app_id=app_id,
-                level=TOTAL_LEVEL,
-                n__gt=0,
-                submission__status=Submission.Status.FINISHED,
-                submission__platform_failed=False,
-                submission__finished_at__isnull=False,
-            )
+            scored_totals(app_id=app_id, submission__finished_at__isnull=False)
             .filter(Q(submission__agent__is_active=True) | Q(submission__agent=agent))
             .order_by("submission__finished_at", "submission_id")
             .values_list(

@@ -19,7 +19,7 @@ import math
 from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -36,6 +36,7 @@ from evaluator.types import JSON
 from submissions.aggregates import TOTAL_LEVEL
 from submissions.models import EpisodeAggregate, EpisodeRecord, Submission
 from submissions.progress import submission_infrastructure_failures
+from submissions.selectors import scored_totals
 
 #: What the difference from the previous submission is, in words (page, API, file, e-mail).
 UNPAIRED_NOTE = (
@@ -180,12 +181,7 @@ class BoardPlace:
 
     def to_dict(self) -> JSON:
         """``{"rank", "tied_with", "agents", "on_board"}``."""
-        return {
-            "rank": self.rank,
-            "tied_with": self.tied_with,
-            "agents": self.agents,
-            "on_board": self.on_board,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -317,14 +313,7 @@ def _board_counts(app_id: str, exclude_agent_id: int) -> list[tuple[int, int]]:
     """``(n, correct_and_safe)`` of every other active agent's board row in ``app_id``: its
     newest finished, scored submission of the app (as ``selectors.standings_page``)."""
     rows = (
-        EpisodeAggregate.objects.filter(
-            app_id=app_id,
-            level=TOTAL_LEVEL,
-            n__gt=0,
-            submission__status=Submission.Status.FINISHED,
-            submission__platform_failed=False,
-            submission__agent__is_active=True,
-        )
+        scored_totals(app_id=app_id, submission__agent__is_active=True)
         .exclude(submission__agent_id=exclude_agent_id)
         .order_by("-submission__finished_at", "-submission_id")
         .values_list("submission__agent_id", "n", "correct_and_safe")

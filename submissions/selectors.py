@@ -222,13 +222,7 @@ def agent_gaps(*, agent: Agent) -> list[AgentGap]:
     """Per app (sorted), the public/held-out gap of ``agent``'s newest scored submission whose
     queries included held-out ones; apps without such a submission are left out."""
     rows = (
-        EpisodeAggregate.objects.filter(
-            submission__agent=agent,
-            level=TOTAL_LEVEL,
-            held_out_n__gt=0,
-            submission__status=Submission.Status.FINISHED,
-            submission__platform_failed=False,
-        )
+        scored_totals(submission__agent=agent, held_out_n__gt=0)
         .select_related("submission")
         .order_by("app_id", "-submission__finished_at", "-submission_id")
     )
@@ -299,17 +293,23 @@ class StandingsPage:
     total: int
 
 
-def _candidate_totals(app_id: str, round_number: int | None) -> Any:
-    """Total aggregate rows in ``app_id`` of finished, scored submissions of active agents,
-    newest first (a round's submissions only, when ``round_number`` is given)."""
-    chosen = EpisodeAggregate.objects.filter(
-        app_id=app_id,
+def scored_totals(**filters: Any) -> Any:
+    """Total aggregate rows (``EpisodeAggregate`` at ``TOTAL_LEVEL``) of finished submissions
+    with scored episodes, not failed on the platform's side: what the board counts. ``filters``
+    narrow the queryset (``app_id=...``, ``submission__agent__is_active=True``, ...)."""
+    return EpisodeAggregate.objects.filter(
         level=TOTAL_LEVEL,
         n__gt=0,
         submission__status=Submission.Status.FINISHED,
         submission__platform_failed=False,
-        submission__agent__is_active=True,
+        **filters,
     )
+
+
+def _candidate_totals(app_id: str, round_number: int | None) -> Any:
+    """Total aggregate rows in ``app_id`` of finished, scored submissions of active agents,
+    newest first (a round's submissions only, when ``round_number`` is given)."""
+    chosen = scored_totals(app_id=app_id, submission__agent__is_active=True)
     if round_number is not None:
         chosen = chosen.filter(submission__round__number=round_number)
     if connection.vendor == "postgresql":
