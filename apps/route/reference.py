@@ -17,6 +17,7 @@ agent protocol.
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from typing import Any
 
 from apps.route.faults import with_prefix
@@ -172,7 +173,8 @@ def _fix_routes(output: str, plan: dict[str, tuple[str, str]]) -> list[str]:
     return fixes
 
 
-def _fix_iptables(output: str) -> list[str]:
+def fix_iptables(output: str) -> list[str]:
+    """Repairs for ``iptables-save``: DROP policies back to ACCEPT, DROP/REJECT rules deleted."""
     fixes: list[str] = []
     table = "filter"
     for line in output.splitlines():
@@ -199,7 +201,9 @@ def _fix_rules(output: str) -> list[str]:
     return fixes
 
 
-def _fix_qdiscs(output: str, plan: dict[str, tuple[str, str]]) -> list[str]:
+def fix_qdiscs(output: str, plan: Container[str]) -> list[str]:
+    """Repairs for ``tc qdisc show``: a TBF/netem/HTB root qdisc on an interface of ``plan``
+    (interface names) is removed."""
     fixes: list[str] = []
     for line in output.splitlines():
         match = re.match(r"^qdisc (\S+) \S+ dev (\S+) root", line.strip())
@@ -223,10 +227,10 @@ def heuristic_fixes(diagnosis: str, output: str, plan: dict[str, tuple[str, str]
     if diagnosis == "sysctl net.ipv4.ip_forward":
         return _fix_forwarding(output)
     if diagnosis == "iptables-save":
-        return _fix_iptables(output)
+        return fix_iptables(output)
     if diagnosis == "ip rule show":
         return _fix_rules(output)
-    return _fix_qdiscs(output, plan)
+    return fix_qdiscs(output, plan)
 
 
 def heuristic_reply(history: list[dict[str, Any]]) -> str:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps.route.prompt import OUTPUT_MARKER, PINGALL_MARKER, PREFIX_LINE_RE
+from apps.route.reference import fix_iptables, fix_qdiscs
 from apps.route.replies import DONE_REPLY, HEALTHY_REPLY, command_reply, parse_reply
 
 ADDR = "ip addr show"
@@ -313,22 +314,9 @@ def _is_distractor_rule(rule: str) -> bool:
 
 
 def fixes_for_iptables(output: str) -> list[str]:
-    """Repairs for ``iptables-save``: DROP policies back to ACCEPT, blocking rules deleted."""
-    fixes: list[str] = []
-    table = "filter"
-    for line in output.splitlines():
-        line = line.strip()
-        if line.startswith("*"):
-            table = line[1:]
-        elif line.startswith(":"):
-            chain, policy = line[1:].split()[:2]
-            if policy == "DROP":
-                fixes.append(f"iptables -t {table} -P {chain} ACCEPT")
-        elif (line.startswith("-A ") and re.search(r"-j (DROP|REJECT)\b", line)
-              and not _is_distractor_rule(line)):
-            flag = "" if table == "filter" else f"-t {table} "
-            fixes.append(f"iptables {flag}-D {line[3:]}")
-    return fixes
+    """Repairs for ``iptables-save`` (:func:`apps.route.reference.fix_iptables`), the
+    distractors' rules for 10.160.0.0/11 left alone."""
+    return [fix for fix in fix_iptables(output) if not _is_distractor_rule(fix)]
 
 
 def fixes_for_rules(output: str) -> list[str]:
@@ -359,13 +347,7 @@ def fixes_for_netconf(machine: Machine, output: str) -> list[str]:
 
 def fixes_for_qdiscs(machine: Machine, output: str) -> list[str]:
     """Repairs for ``tc qdisc show``: a shaper on a plan interface is removed."""
-    fixes: list[str] = []
-    for line in output.splitlines():
-        match = re.match(r"^qdisc (\S+) \S+ dev (\S+) root", line.strip())
-        shaper = match is not None and match.group(1) in ("tbf", "netem", "htb")
-        if match is not None and shaper and match.group(2) in machine.interfaces:
-            fixes.append(f"tc qdisc del dev {match.group(2)} root")
-    return fixes
+    return fix_qdiscs(output, machine.interfaces)
 
 
 def fixes_for(read: str, machine: Machine, output: str) -> list[str]:
