@@ -118,7 +118,8 @@ def round_standings(*, evaluation_round: Round, app_id: str) -> list[RoundStandi
     for pk in chosen:
         standing = standing_from_episodes(submissions[pk], episodes[pk])
         if held_out[pk][0]:
-            with_gap(standing, *held_out[pk])
+            both = sum(e.correct and e.safe for e in episodes[pk])
+            with_gap(standing, both, *held_out[pk])
         table.append(RoundStanding(standing))
     ranks, tied_with = paired_ranks([outcomes[pk] for pk in chosen])
     for row, rank, tied in zip(table, ranks, tied_with, strict=True):

@@ -179,14 +179,17 @@ def standing_from_episodes(submission: Submission, episodes: list[EpisodeVerdict
     )
 
 
-def with_gap(standing: Standing, held_out_n: int, held_out_correct_and_safe: int) -> Standing:
+def with_gap(
+    standing: Standing, correct_and_safe: int, held_out_n: int, held_out_correct_and_safe: int
+) -> Standing:
     """Set ``standing``'s public and held-out correct-and-safe rates and their gap (held-out
-    minus public, 95% Newcombe interval) from its held-out counts; returns ``standing``.
+    minus public, 95% Newcombe interval) from its counts (``correct_and_safe`` over all its
+    ``standing.n`` episodes, and over the held-out ones); returns ``standing``.
 
     Raises:
         ValueError: counts out of range (more held-out episodes than ``standing.n``).
     """
-    total = round(standing.correct_and_safe.value * standing.n)
+    total = correct_and_safe
     if not 0 <= held_out_correct_and_safe <= held_out_n <= standing.n:
         raise ValueError("held-out counts out of range")
     standing.public = wilson_interval(
