@@ -7,5 +7,6 @@ Modules:
     faults    -- the fault catalogue (five categories, all methods), levels and labels.
     sandbox   -- parsing of agent replies and the no-shell command sandbox (bwrap + netns).
     agents    -- oracle, heuristic and null reference replies.
-    app       -- ``RouteApp`` / ``RouteEpisode`` (the registered app ``route``).
+    app       -- ``RouteApp`` (the registered app ``route``).
+    episode   -- ``RouteEpisode``: one attempt on a private Mininet network.
 """

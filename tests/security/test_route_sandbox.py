@@ -14,8 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from apps.route.app import RouteApp, RouteEpisode
+from apps.route.app import RouteApp
 from apps.route.commands import SANDBOX_ETC_FILES, run_sandboxed
+from apps.route.episode import RouteEpisode
 from tests.apps.route.helpers import require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns]

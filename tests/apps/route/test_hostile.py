@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from apps.route.app import RouteApp, RouteEpisode
+from apps.route.app import RouteApp
 from apps.route.commands import run_sandboxed
+from apps.route.episode import RouteEpisode
 from tests.apps.route.helpers import host_footprint, require_emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.netns]

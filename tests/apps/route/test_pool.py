@@ -17,7 +17,8 @@ import threading
 
 import pytest
 
-from apps.route.app import RouteApp, RouteEpisode
+from apps.route.app import RouteApp
+from apps.route.episode import RouteEpisode
 from apps.route.faults import DISTRACTOR_KINDS, METHODS, make_distractor, make_fault, with_prefix
 from apps.route.network import RouteNetwork, list_interfaces
 from apps.route.pool import (

@@ -32,8 +32,9 @@ from apps.route.allowlist import (
     check_command,
     write_surface,
 )
-from apps.route.app import RouteApp, RouteEpisode
+from apps.route.app import RouteApp
 from apps.route.commands import run_sandboxed
+from apps.route.episode import RouteEpisode
 from apps.route.network import FINGERPRINT_COMMANDS, FINGERPRINT_READS, RouteNetwork
 from apps.route.pool import (
     DUMP_SCRIPT,
