@@ -14,7 +14,7 @@ Method
   others, :data:`apps.k8s.manifests.CALLS` -- or ``leaf``, deduplicated and sorted). Other apps
   (MALT, the toy apps) use the labels alone. The key is ``"<label>|<feature>"``.
 * **Query supply.** Queries are the board's own: :meth:`App.generate` with ``level=None`` on
-  seeds derived from the probe seed ``S`` (:func:`derive_seed`, SHA-256 of ``S`` and a tag), in
+  seeds derived from the search seed ``S`` (:func:`derive_seed`, SHA-256 of ``S`` and a tag), in
   chunks of :data:`CHUNK` queries. The arms are those found in the first :data:`POOL_QUERIES`
   generated queries. A pull of an arm takes the next unused query of that arm from the pool,
   generating further chunks (up to :data:`MAX_GENERATED` queries in all) when it has none
@@ -36,7 +36,7 @@ Method
 * **Output.** The hardest queries: every failed query of either phase (deduplicated by
   fingerprint), arms with the highest posterior failure mean over both phases first, as a
   batch JSONL of :meth:`Query.to_dict` lines (:func:`write_batch`; ``Query.from_dict``
-  replays them), plus the report (:meth:`ProbeResult.report`).
+  replays them), plus the report (:meth:`SearchResult.report`).
 
 For a deterministic agent the whole run is deterministic for ``S``: the pool, the Thompson
 draws and hence the pulls repeat.
@@ -65,7 +65,7 @@ from evaluator.types import JSON, EpisodeResult, Query
 CHUNK = 64
 #: Queries generated before the arms are fixed (the arms are the keys found among them).
 POOL_QUERIES = 256
-#: Upper bound on queries generated for the pool in one probe (refills included).
+#: Upper bound on queries generated for the pool in one search (refills included).
 MAX_GENERATED = 8192
 #: Feature of a query without faults (healthy controls) or of an app without a feature.
 NO_FEATURE = "-"
@@ -145,12 +145,13 @@ def arm_of(query: Query, *, features: bool = True) -> str:
 
 def derive_seed(seed: int, *parts: object) -> int:
     """A 128-bit seed from ``seed`` and ``parts`` (SHA-256 of their ``repr``s joined by ``/``)."""
+    # The tag stays "probe" (the module's earlier name) so published seeds derive the same queries.
     text = "/".join(["probe", repr(seed), *map(repr, parts)])
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:16], "big")
 
 
 class QueryPool:
-    """The probe's supply of generated queries, grouped by arm (see the module docstring).
+    """The search's supply of generated queries, grouped by arm (see the module docstring).
 
     Raises (from :meth:`App.generate`): ``ValueError`` on a bad app generator.
     """
@@ -240,7 +241,7 @@ def thompson_choice(arms: Sequence[ArmStats], rng: random.Random) -> ArmStats:
 
 @dataclass(frozen=True)
 class Pull:
-    """One played episode of the probe: its phase, arm, query and result."""
+    """One played episode of the search: its phase, arm, query and result."""
 
     phase: str  # "bandit" or "uniform"
     arm: str
@@ -276,8 +277,8 @@ def _rate(pulls: Iterable[Pull]) -> tuple[int, int]:
 
 
 @dataclass
-class ProbeResult:
-    """Everything one probe measured; :meth:`report` is its JSON summary."""
+class SearchResult:
+    """Everything one search measured; :meth:`report` is its JSON summary."""
 
     app_id: str
     app_version: int
@@ -370,13 +371,13 @@ def _pct(interval: JSON) -> str:
 
 
 def format_report(report: JSON, *, top_arms: int = 12) -> str:
-    """Human-readable lines of :meth:`ProbeResult.report` (rates in percent, 95% intervals)."""
+    """Human-readable lines of :meth:`SearchResult.report` (rates in percent, 95% intervals)."""
     bandit, uniform, lift = report["bandit"], report["uniform"], report["lift"]
     lift_text = "n/a" if lift.get("value") is None else f"{lift['value']:.2f}"
     if lift.get("low") is not None:
         lift_text += f" [{lift['low']:.2f}, {lift['high']:.2f}]"
     lines = [
-        f"probe app={report['app']} v{report['app_version']} seed={report['seed']} "
+        f"adversarial search app={report['app']} v{report['app_version']} seed={report['seed']} "
         f"budget={report['budget']} arms={report['arm_count']} ({report['arms_by']})",
         f"bandit  failure rate {bandit['failures']}/{bandit['scored']} = "
         f"{_pct(bandit['failure_rate'])} (95% Wilson)",
@@ -411,7 +412,7 @@ def _play(
         )
 
 
-def probe(
+def adversarial_search(
     app: App,
     client_for: ClientFactory,
     *,
@@ -425,7 +426,7 @@ def probe(
     on_pull: Callable[[Pull], None] | None = None,
     pool_queries: int = POOL_QUERIES,
     max_generated: int = MAX_GENERATED,
-) -> ProbeResult:
+) -> SearchResult:
     """Spend ``budget`` episodes with Thompson sampling over arms, then (with ``uniform``) the
     same budget on the generator's distribution; see the module docstring for the method.
 
@@ -443,7 +444,7 @@ def probe(
     )
     if not pool.arms:
         raise ValueError(f"app {app.app_id!r} generated no query")
-    result = ProbeResult(
+    result = SearchResult(
         app_id=app.app_id,
         app_version=app.version,
         agent=agent or {},
@@ -498,7 +499,7 @@ def read_batch(path: Path, *, verify_with: App | None = None) -> list[Query]:
     """Read a batch written by :func:`write_batch` (``Query.from_dict`` per line).
 
     With ``verify_with``, every query is regenerated (``app.generate(index + 1, seed)[index]``;
-    the probe generates with ``level=None``) and must have the stored fingerprint.
+    the search generates with ``level=None``) and must have the stored fingerprint.
 
     Raises:
         ValueError: a line is not a query, or a regenerated query differs.

@@ -1,6 +1,6 @@
-"""``python manage.py probe --agent NAME|--agent-url URL --app APP --budget N --seed S``.
+"""``manage.py adversarial_search --agent NAME|--agent-url URL --app APP --budget N --seed S``.
 
-A thin command over :func:`training.probe.probe` (adversarial query search, docs/training.md).
+A thin command over :func:`training.adversarial_search.adversarial_search` (docs/training.md).
 It never touches the database: Django's system and migration checks are skipped.
 """
 
@@ -17,12 +17,12 @@ from evaluator.agents import LOOPBACK_NETWORKS, PROTOCOLS, make_client
 from evaluator.app import UnknownAppError
 from evaluator.oracle_vault import OracleVault
 from evaluator.registry import get_app
-from training.probe import (
+from training.adversarial_search import (
     REFERENCE_AGENTS,
     ClientFactory,
     Pull,
+    adversarial_search,
     format_report,
-    probe,
     reference_clients,
     write_batch,
 )
@@ -60,7 +60,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--app", required=True, help="app id")
         parser.add_argument("--budget", type=int, required=True, help="bandit episodes")
-        parser.add_argument("--seed", type=int, required=True, help="probe seed")
+        parser.add_argument("--seed", type=int, required=True, help="search seed")
         parser.add_argument(
             "--out",
             default=None,
@@ -74,7 +74,7 @@ class Command(BaseCommand):
         parser.add_argument("--quiet", action="store_true", help="no per-episode lines")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        """Run the probe, print the report, write the batch. Raises ``CommandError`` on bad
+        """Run the search, print the report, write the batch. Raises ``CommandError`` on bad
         options (unknown app, budget < 1, an endpoint refused by the outbound guard)."""
         try:
             app = get_app(options["app"])
@@ -120,7 +120,7 @@ class Command(BaseCommand):
             self.stdout.flush()
 
         try:
-            result = probe(
+            result = adversarial_search(
                 app,
                 client_for,
                 budget=options["budget"],
@@ -141,7 +141,7 @@ class Command(BaseCommand):
             out = Path(options["out"])
             count = write_batch(out, result.hardest())
             report_path = out.with_name(out.name + ".report.json")
-            report["command"] = "probe " + " ".join(
+            report["command"] = "adversarial_search " + " ".join(
                 f"--{k.replace('_', '-')} {v}"
                 for k, v in options.items()
                 if k in {"agent", "agent_url", "app", "budget", "seed"} and v is not None

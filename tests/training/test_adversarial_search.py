@@ -1,4 +1,4 @@
-"""Adversarial query search: ``training.probe`` and ``manage.py probe``.
+"""Adversarial query search: ``training.adversarial_search`` and ``manage.py adversarial_search``.
 
 The fast tests use a toy app (no emulator) with one arm the scripted agent always fails; the
 route test plays the real floor agent in Mininet.
@@ -21,12 +21,12 @@ from evaluator.registry import get_app
 from evaluator.runner import run_episode_guarded
 from evaluator.testing import WORDS, GuessApp, ScriptedClient, ToyApp, _queries, registered_app
 from evaluator.types import JSON, Query
-from training import probe as probe_module
-from training.probe import (
+from training import adversarial_search as search_module
+from training.adversarial_search import (
     ArmStats,
     QueryPool,
+    adversarial_search,
     arm_of,
-    probe,
     ratio_interval,
     read_batch,
     reference_clients,
@@ -77,13 +77,15 @@ def _agent_reply(messages: list[JSON], episode_id: str) -> str:
 def arms_feature(monkeypatch: pytest.MonkeyPatch) -> None:
     """Give the toy app an operand feature (its ``side``), as route and k8s have."""
     monkeypatch.setitem(
-        probe_module.OPERAND_FEATURES, "toyarms", lambda query: query.ground_truth["side"]
+        search_module.OPERAND_FEATURES, "toyarms", lambda query: query.ground_truth["side"]
     )
 
 
-def _run(seed: int = 7, budget: int = 40) -> probe_module.ProbeResult:
+def _run(seed: int = 7, budget: int = 40) -> search_module.SearchResult:
     client = ScriptedClient(_agent_reply)
-    return probe(ArmsApp(), lambda query: client, budget=budget, seed=seed, pool_queries=64)
+    return adversarial_search(
+        ArmsApp(), lambda query: client, budget=budget, seed=seed, pool_queries=64
+    )
 
 
 def test_bandit_concentrates_on_the_failing_arm_and_reports_the_lift(arms_feature: None) -> None:
@@ -112,7 +114,7 @@ def test_bandit_concentrates_on_the_failing_arm_and_reports_the_lift(arms_featur
     assert 1 < lift["low"] < lift["value"] < lift["high"]
     top = report["arms"][0]
     assert top["arm"] == HARD_ARM and top["failures"] == top["pulls"] == hard_pulls
-    text = probe_module.format_report(report)
+    text = search_module.format_report(report)
     assert "lift" in text and HARD_ARM in text and "Wilson" in text
 
 
@@ -197,7 +199,8 @@ def test_command_writes_batch_and_report(arms_feature: None, tmp_path: Path) -> 
     stdout = StringIO()
     with registered_app({"toyarms": ArmsApp}):
         call_command(
-            "probe", "--agent", "heuristic", "--app", "toyarms", "--budget", "12", "--seed", "2",
+            "adversarial_search", "--agent", "heuristic", "--app", "toyarms", "--budget", "12",
+            "--seed", "2",
             "--out", str(out), stdout=stdout,
         )  # fmt: skip
         text = stdout.getvalue()
@@ -208,29 +211,31 @@ def test_command_writes_batch_and_report(arms_feature: None, tmp_path: Path) -> 
         assert report["bandit"]["failures"] == 0 and report["lift"]["value"] is None
         assert out.read_text() == ""
         with pytest.raises(CommandError, match="budget"):
-            call_command("probe", "--agent", "null", "--app", "toyarms", "--budget", "0",
-                         "--seed", "1")  # fmt: skip
+            call_command("adversarial_search", "--agent", "null", "--app", "toyarms",
+                         "--budget", "0", "--seed", "1")  # fmt: skip
         with pytest.raises(CommandError):
-            call_command("probe", "--agent", "null", "--app", "nope", "--budget", "1",
+            call_command("adversarial_search", "--agent", "null", "--app", "nope", "--budget", "1",
                          "--seed", "1")  # fmt: skip
 
 
 def test_command_refuses_an_agent_url_the_guard_refuses(tmp_path: Path) -> None:
     with registered_app({"toyarms": ArmsApp}), pytest.raises(CommandError):
-        call_command("probe", "--agent-url", "file:///etc/passwd", "--protocol", "http-json",
-                     "--app", "toyarms", "--budget", "1", "--seed", "1")  # fmt: skip
+        call_command("adversarial_search", "--agent-url", "file:///etc/passwd",
+                     "--protocol", "http-json", "--app", "toyarms", "--budget", "1",
+                     "--seed", "1")  # fmt: skip
 
 
 @pytest.mark.root
 @pytest.mark.netns
 @pytest.mark.slow
-def test_route_heuristic_probe_writes_a_replayable_batch(
+def test_route_heuristic_search_writes_a_replayable_batch(
     route_emulator: None, tmp_path: Path
 ) -> None:
     out = tmp_path / "route-hard.jsonl"
     stdout = StringIO()
     call_command(
-        "probe", "--agent", "heuristic", "--app", "route", "--budget", "6", "--seed", "5",
+        "adversarial_search", "--agent", "heuristic", "--app", "route", "--budget", "6",
+        "--seed", "5",
         "--out", str(out), stdout=stdout,
     )  # fmt: skip
     report: dict[str, Any] = json.loads(out.with_name(out.name + ".report.json").read_text())
