@@ -30,6 +30,30 @@ from evaluator.variants import (
 )
 
 
+def run_query(
+    app: App,
+    query: Query,
+    client: AgentClient,
+    *,
+    trial: int = 0,
+    vault: OracleVault | None = None,
+    max_steps: int | None = None,
+) -> EpisodeResult:
+    """Run one episode of ``query`` as :func:`evaluate_agent` runs each of its jobs: a fresh
+    episode token, the query deposited in ``vault`` (when given) for the episode's duration,
+    :func:`~evaluator.runner.run_episode_guarded` (emulator retries; never raises
+    ``EmulatorError``), and ``trial`` recorded on the result.
+
+    Callers that drive a batch one query at a time (the AgentBeats green agent,
+    ``evaluator.green``) use it so that their verdicts are the ``evaluate`` command's.
+    """
+    episode_id = new_episode_id()
+    deposit = vault.deposit(query, episode_id) if vault is not None else contextlib.nullcontext()
+    with deposit:
+        result = run_episode_guarded(app, query, client, max_steps=max_steps, episode_id=episode_id)
+    return dataclasses.replace(result, trial=trial)
+
+
 def evaluate_agent(
     client: AgentClient,
     app_ids: Sequence[str],
@@ -101,15 +125,7 @@ def evaluate_agent(
 
     def work(job: tuple[App, Query, int]) -> EpisodeResult:
         app, query, trial = job
-        episode_id = new_episode_id()
-        deposit = (
-            vault.deposit(query, episode_id) if vault is not None else contextlib.nullcontext()
-        )
-        with deposit:
-            result = run_episode_guarded(
-                app, query, client, max_steps=max_steps, episode_id=episode_id
-            )
-        return dataclasses.replace(result, trial=trial)
+        return run_query(app, query, client, trial=trial, vault=vault, max_steps=max_steps)
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         for result in pool.map(work, jobs):
