@@ -53,9 +53,8 @@ Distractors: each query also adds harmless configuration a correct fix leaves
 alone -- unused routes and blackholes for unused prefixes, ACCEPT rules, DROP rules and
 ``prohibit`` rules for unused prefixes, and spare veth interfaces left down.
 
-Levels follow the paper's Table 5 for the labels: level 2 = DR+DI, DR+RI, DR+DT, DR+WR, RI+WR,
-DT+WR; level 3 = DI+DT, DI+WR, RI+DT, DI+RI. Topologies grow with the level (see
-:data:`LEVEL_SHAPES`).
+The levels, topology shapes and the seeded draw of each query's faults and distractors are
+:mod:`apps.route.queries`'s.
 
 Commands are stored with the placeholder ``{p}`` for the episode's node-name prefix; machines
 by their unprefixed names (``r0``, ``h3``).
@@ -123,37 +122,10 @@ METHODS: dict[str, dict[int, tuple[str, str]]] = {
 #: Label -> number of methods.
 METHOD_COUNTS: dict[str, int] = {label: len(methods) for label, methods in METHODS.items()}
 
-#: Level -> label tuples (paper Table 5).
-LEVEL_LABELS: dict[int, list[tuple[str, ...]]] = {
-    1: [("DR",), ("DI",), ("RI",), ("DT",), ("WR",)],
-    2: [("DR", "DI"), ("DR", "RI"), ("DR", "DT"), ("DR", "WR"), ("RI", "WR"), ("DT", "WR")],
-    3: [("DI", "DT"), ("DI", "WR"), ("RI", "DT"), ("DI", "RI")],
-}
-#: Level -> (routers, subnet range, hosts-per-subnet range). Level 1 is the paper's network;
-#: levels 2 and 3 add routers and subnets.
-LEVEL_SHAPES: dict[int, tuple[int, tuple[int, int], tuple[int, int]]] = {
-    1: (1, (2, 4), (2, 4)),
-    2: (2, (3, 5), (2, 3)),
-    3: (3, (4, 6), (2, 3)),
-}
-#: Level -> how many distractors a query carries.
-DISTRACTORS_PER_LEVEL: dict[int, tuple[int, int]] = {1: (1, 2), 2: (2, 3), 3: (3, 4)}
-#: Probability that a fault of a label with methods for both kinds lands on a router (then a
-#: method for routers is drawn, else one for hosts).
-ROUTER_SHARE = 1 / 4
-
 #: Placeholder for the episode prefix inside stored commands.
 PREFIX_PLACEHOLDER = "{p}"
 #: Frame size of a default ping echo (14 + 20 + 8 + 56 bytes), for the DT-4 rate.
 ECHO_FRAME_BYTES = 98
-
-
-def level_of(labels: tuple[str, ...]) -> int:
-    """Level of a label tuple. Raises ``KeyError`` for a combination not in Table 5."""
-    for level, combos in LEVEL_LABELS.items():
-        if labels in combos:
-            return level
-    raise KeyError("+".join(labels))
 
 
 def _name(node: str) -> str:
@@ -480,105 +452,6 @@ def make_distractor(
     else:
         command = f"ip rule add from {prefix16}.0.0/16 prohibit pref {31000 + serial}"
     return {"kind": kind, "machine": machine, "command": command}
-
-
-# sampling -----------------------------------------------------------------------------------
-def _pick(
-    label: str,
-    topo: RouteTopology,
-    rng: random.Random,
-    taken: set[str],
-    method: int | None = None,
-) -> tuple[int, str]:
-    """Draw (method, machine) for ``label``: the machine kind first (routers with probability
-    :data:`ROUTER_SHARE` when the label has methods for both), then a method of that kind, then
-    a machine of that kind not in ``taken`` (uniformly)."""
-    routers = [f"r{i}" for i in range(topo.num_routers)]
-    hosts = [f"h{n}" for n in range(1, topo.num_hosts + 1)]
-    methods = METHODS[label]
-    if method is not None:
-        kinds = methods[method][1]
-    else:
-        kinds = "".join(sorted({k for _name, ks in methods.values() for k in ks}))
-    if len(kinds) > 1:
-        kind = "R" if rng.random() < ROUTER_SHARE else "H"
-    else:
-        kind = kinds
-    pool = [m for m in (routers if kind == "R" else hosts) if m not in taken]
-    if not pool:
-        kind = "H" if kind == "R" else "R"
-        pool = [m for m in (routers if kind == "R" else hosts) if m not in taken]
-    if method is None:
-        method = rng.choice(sorted(n for n, (_name, ks) in methods.items() if kind in ks))
-    return method, rng.choice(pool)
-
-
-def sample_ground_truth(
-    labels: tuple[str, ...],
-    rng: random.Random,
-    *,
-    level: int | None = None,
-    switches: tuple[int, int] | None = None,
-    hosts: tuple[int, int] | None = None,
-    routers: int | None = None,
-    methods: tuple[int, ...] | None = None,
-    machines: tuple[str, ...] | None = None,
-    distractors: bool = True,
-) -> dict[str, Any]:
-    """Draw topology, faults and distractors for a query with ``labels``.
-
-    Args:
-        labels: e.g. ``("DR",)`` or ``("RI", "WR")``.
-        rng: the query's seeded generator.
-        level: the labels' level (default: from Table 5); picks :data:`LEVEL_SHAPES`.
-        switches / hosts / routers: override the level's shape (tests, knobs).
-        methods / machines: force method numbers and machines (tests); drawn otherwise.
-        distractors: add the level's distractors (default True).
-
-    Returns ``{"topology", "faults", "distractors", "repair"}``; ``repair`` is the whole repair
-    sequence as ``{"machine", "command"}`` (reverse order of injection).
-    """
-    level = level if level is not None else level_of(labels)
-    default_routers, default_switches, default_hosts = LEVEL_SHAPES[level]
-    num_routers = routers if routers is not None else default_routers
-    lo_s, hi_s = switches or default_switches
-    lo_h, hi_h = hosts or default_hosts
-    num_switches = rng.randint(max(lo_s, num_routers), max(hi_s, num_routers))
-    hosts_per_switch = rng.randint(max(lo_h, 2), max(hi_h, 2))
-    topo = RouteTopology(num_switches, hosts_per_switch, num_routers, PREFIX_PLACEHOLDER)
-    faults: list[dict[str, Any]] = []
-    taken: set[str] = set()
-    for position, label in enumerate(labels):
-        forced = methods[position] if methods is not None else None
-        if machines is not None and forced is not None:
-            method, machine = forced, machines[position]
-        else:
-            method, machine = _pick(label, topo, rng, taken, forced)
-        taken.add(machine)
-        faults.append(make_fault(label, method, machine, topo, rng))
-    extras: list[dict[str, Any]] = []
-    if distractors:
-        lo_d, hi_d = DISTRACTORS_PER_LEVEL.get(level, (1, 2))
-        everyone = [*(f"h{n}" for n in range(1, topo.num_hosts + 1)),
-                    *(f"r{i}" for i in range(topo.num_routers))]  # fmt: skip
-        for serial in range(rng.randint(lo_d, hi_d)):
-            kind = rng.choice(DISTRACTOR_KINDS)
-            pool = everyone
-            if kind == "unused_route":
-                # a gateway route would vanish with a faulted interface: keep it elsewhere
-                pool = [m for m in everyone if m not in taken] or everyone
-            extras.append(make_distractor(kind, rng.choice(pool), topo, rng, serial))
-    repair = [
-        {"machine": fault["machine"], "command": command}
-        for fault in reversed(faults)
-        for command in fault["repair"]
-    ]
-    return {
-        "topology": topo.to_dict(),
-        "faults": faults,
-        "distractors": extras,
-        "repair": repair,
-    }
 
 
 def with_prefix(command: str, prefix: str) -> str:

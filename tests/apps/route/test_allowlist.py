@@ -15,7 +15,8 @@ import pytest
 from apps.route import reference as agents
 from apps.route.allowlist import COMMAND_MAX_CHARS, check_command
 from apps.route.app import RouteApp
-from apps.route.faults import LEVEL_LABELS, METHODS, make_fault, with_prefix
+from apps.route.faults import METHODS, make_fault, with_prefix
+from apps.route.queries import LEVEL_LABELS
 from apps.route.topology import RouteTopology
 
 PREFIX = "nq7x_"

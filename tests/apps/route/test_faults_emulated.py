@@ -13,15 +13,9 @@ import random
 
 import pytest
 
-from apps.route.faults import (
-    DISTRACTOR_KINDS,
-    LEVEL_LABELS,
-    METHODS,
-    make_distractor,
-    make_fault,
-    sample_ground_truth,
-)
+from apps.route.faults import DISTRACTOR_KINDS, METHODS, make_distractor, make_fault
 from apps.route.network import RouteNetwork
+from apps.route.queries import LEVEL_LABELS, sample_ground_truth
 from apps.route.topology import RouteTopology
 from tests.apps.route.helpers import apply_commands, require_emulator
 

@@ -8,16 +8,8 @@ from collections import Counter
 import pytest
 
 from apps.route.app import RouteApp
-from apps.route.faults import (
-    DISTRACTORS_PER_LEVEL,
-    FAULT_TYPES,
-    LEVEL_LABELS,
-    LEVEL_SHAPES,
-    METHOD_COUNTS,
-    METHODS,
-    level_of,
-    make_fault,
-)
+from apps.route.faults import FAULT_TYPES, METHOD_COUNTS, METHODS, make_fault
+from apps.route.queries import DISTRACTORS_PER_LEVEL, LEVEL_LABELS, LEVEL_SHAPES, level_of
 from apps.route.topology import RouteTopology
 from evaluator.registry import get_app
 

@@ -10,7 +10,7 @@
   repair: delete that route from the local table.
 
 Topologies, distractors and the public faults of level 2 come from the public generator
-(:func:`apps.route.faults.sample_ground_truth`), drawn from a stream seeded apart from the
+(:func:`apps.route.queries.sample_ground_truth`), drawn from a stream seeded apart from the
 public one. Level 1 carries one held-out fault, level 2 a public fault plus a held-out one,
 level 3 two held-out faults of different kinds, always on different machines. Every fault is
 data (injection and repair commands), so the route episode runs these queries unchanged and
@@ -24,8 +24,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from apps.route.faults import LEVEL_LABELS, PREFIX_PLACEHOLDER, sample_ground_truth
+from apps.route.faults import PREFIX_PLACEHOLDER
 from apps.route.prompt import render_prompt
+from apps.route.queries import LEVEL_LABELS, sample_ground_truth
 from apps.route.topology import RouteTopology
 from evaluator.variants import pack_query
 
