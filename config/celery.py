@@ -12,10 +12,10 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-def _preflight(sender: object = None, instance: object = None, **kwargs: object) -> None:
-    from config.worker_preflight import on_worker_setup  # needs Django settings loaded
+def _host_check(sender: object = None, instance: object = None, **kwargs: object) -> None:
+    from config.worker_host_check import on_worker_setup  # needs Django settings loaded
 
     on_worker_setup(sender=sender, instance=instance, **kwargs)
 
 
-celeryd_after_setup.connect(_preflight, weak=False)
+celeryd_after_setup.connect(_host_check, weak=False)

@@ -263,10 +263,11 @@ class App(ABC):
         """
         return ANSWER_TOOL, {"text": reply}
 
-    def preflight(self) -> None:  # noqa: B027 - optional hook, nothing to check by default
+    def host_check(self) -> None:  # noqa: B027 - optional hook, nothing to check by default
         """Check once, when a worker for this app starts, that this host can run its episodes
         (tools installed, sandbox usable), so that a broken host fails at start instead of
         turning every episode into an infrastructure failure. Default: nothing to check.
+        (Not to be confused with an agent's pre-flight, which checks an agent's endpoint.)
 
         Raises:
             DependencyMissingError: a tool or facility the app needs is missing (the message

@@ -154,13 +154,13 @@ def test_stored_episodes_are_rejudged_to_the_same_verdict(app_id: str) -> None:
 
 
 @pytest.mark.parametrize("app_id", _episode_params())
-def test_preflight_passes_where_the_episodes_run(app_id: str) -> None:
-    """A worker runs ``preflight()`` at start: on a host that runs the episodes it passes."""
+def test_host_check_passes_where_the_episodes_run(app_id: str) -> None:
+    """A worker runs ``host_check()`` at start: on a host that runs the episodes it passes."""
     app = get_app(app_id)
     if app.needs_root:
         require_root()
     try:
-        app.preflight()
+        app.host_check()
     except DependencyMissingError as exc:
         require(False, str(exc))
 

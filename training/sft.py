@@ -250,11 +250,11 @@ def export_sft(
         ValueError: bad split, seed, count or level (before anything is written).
         UnknownAppError: no such app.
         DependencyMissingError: this host cannot run the app's episodes
-            (``App.preflight``; route and k8s need root, Mininet or the cluster binaries).
+            (``App.host_check``; route and k8s need root, Mininet or the cluster binaries).
     """
     app = app if app is not None else get_app(app_id)
     generation_seed = split_seed(split, seed)
-    app.preflight()  # a host that cannot run the episodes fails here, not once per query
+    app.host_check()  # a host that cannot run the episodes fails here, not once per query
     if count < 0:
         raise ValueError("count must be >= 0")
     for level in levels:

@@ -46,6 +46,7 @@ from apps.k8s.cluster.health import NotEnforcedError
 from apps.k8s.cluster.netns import NetnsError
 from apps.k8s.cluster.sync import SyncTimeoutError
 from apps.k8s.examples import EXAMPLES
+from apps.k8s.host_check import check_host
 from apps.k8s.kubectl import (
     COMMAND_TIMEOUT_S,
     OUTPUT_CAP_BYTES,
@@ -487,6 +488,16 @@ class K8sApp(App):
         (:func:`apps.k8s.scripted.scripted_reply`): no model, no ground truth; it puts the
         public healthy policy set back."""
         return scripted.scripted_reply(history)
+
+    def host_check(self) -> None:
+        """Root, network namespaces, the cluster binaries, kubectl and the host tools the
+        cluster runs must be here (:func:`apps.k8s.host_check.check_host`).
+
+        Raises:
+            DependencyMissingError: naming everything missing and how to get it
+                (``make k8s-binaries``).
+        """
+        check_host(self.cluster_config)
 
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """Hand-written (situation, next command) pairs for few-shot prompting."""

@@ -1,12 +1,8 @@
-"""MaltApp and MaltEpisode: the MALT capacity-planning application (paper Appendix B).
+"""MaltApp: the MALT capacity-planning application (paper Appendix B).
 
-One episode = one query, one agent reply (``max_steps = 1``). ``reset()`` returns the full
-prompt; ``step(text)`` extracts the agent's code, runs ``process_graph(graph)`` in the sandbox
-(``evaluator.sandbox.run_function``: separate process, the graph goes in by value and only JSON
-comes back, so agent code can never touch the evaluator's graph) and terminates; ``verdict()``
-judges the returned value.
-
-The verdict rules live in :mod:`apps.malt.scoring`; the prompt in :mod:`apps.malt.prompt`.
+The app wires its modules together: queries (:mod:`apps.malt.queries`), the episode
+(:mod:`apps.malt.episode`), the reference agents (:mod:`apps.malt.reference`,
+:mod:`apps.malt.scripted`), few-shot examples and tools.
 """
 
 from __future__ import annotations
@@ -14,17 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evaluator.app import App, DependencyMissingError, Episode, ResetNeededError
-from evaluator.deadline import Deadline
-from evaluator.types import JSON, Query, StepResult, Verdict
+from evaluator.app import App, DependencyMissingError
+from evaluator.types import JSON, Query
 
 from apps.malt import tools as malt_tools
+from apps.malt.episode import MaltEpisode
 from apps.malt.examples import EXAMPLES, FEW_SHOT_SEED
-from apps.malt.prompt import PROMPT_MARKER, SANDBOX_PREAMBLE, render_prompt
-from apps.malt.queries import draft, ground_truth, label_at, query_graph
+from apps.malt.prompt import PROMPT_MARKER, render_prompt
+from apps.malt.queries import draft, ground_truth, label_at
 from apps.malt.reference import NULL_REPLY, oracle_reply_text
-from apps.malt.replies import code_problem, extract_code
-from apps.malt.scoring import JUDGE_BUDGET_S, failed_verdict, judge
+from apps.malt.replies import code_problem
 from apps.malt.template_agent import template_reply
 
 
@@ -104,7 +99,7 @@ class MaltApp(App):
 
         return scripted_reply(history)
 
-    def preflight(self) -> None:
+    def host_check(self) -> None:
         """Agent code must be sandboxable here (bwrap, setpriv, root, a memory cgroup).
 
         Raises:
@@ -139,90 +134,3 @@ class MaltApp(App):
     def tool_call_from_reply(self, reply: str) -> tuple[str, JSON]:
         """The tool call carrying a reply text (:mod:`apps.malt.tools`)."""
         return malt_tools.tool_call_from_reply(reply)
-
-
-class MaltEpisode(Episode):
-    """One MALT query: prompt, one sandboxed code run, verdict. Holds no emulator state."""
-
-    def __init__(self, query: Query, limits: Any = None) -> None:
-        self.query = query
-        self.limits = limits
-        self._reset = False
-        self._steps = 0
-        self._verdict: Verdict | None = None
-
-    def reset(self) -> str:
-        """Return the prompt (instructions + request + answer format)."""
-        self._reset = True
-        self._steps = 0
-        self._verdict = None
-        return self.query.prompt
-
-    def step(self, agent_text: str) -> StepResult:
-        """Extract and run the agent's code, judge it, terminate.
-
-        Raises:
-            ResetNeededError: ``reset`` was not called.
-            evaluator.sandbox.SandboxUnavailableError / SandboxSetupError: infrastructure.
-            evaluator.deadline.JudgeBudgetExceeded: handling the reply took more than
-                :data:`JUDGE_BUDGET_S` (the agent's failure).
-        """
-        if not self._reset:
-            raise ResetNeededError("call reset() before step()")
-        self._steps += 1
-        deadline = Deadline(JUDGE_BUDGET_S)
-        extraction = extract_code(agent_text, deadline)
-        if extraction.code is None:
-            self._verdict = failed_verdict(
-                self._steps, "no_code", extraction.reason, safe=True, latency_s=0.0
-            )
-            return StepResult(f"No code was run: {extraction.reason}.", terminated=True)
-        from evaluator.sandbox import SandboxLimits, run_function
-
-        limits = self.limits if self.limits is not None else SandboxLimits()
-        with deadline.paused():
-            result = run_function(
-                extraction.code,
-                "process_graph",
-                query_graph(self.query.ground_truth["graph_key"]),
-                limits=limits,
-                preamble=SANDBOX_PREAMBLE,
-            )
-        if not result.ok:
-            reason = result.error or result.failure or "the code failed"
-            self._verdict = failed_verdict(
-                self._steps,
-                f"sandbox:{result.failure}",
-                reason,
-                safe=True,
-                latency_s=result.exec_s,
-                extra={"extraction": extraction.method, "stdout_tail": result.stdout[-2000:]},
-            )
-            return StepResult(
-                f"Your code failed ({result.failure}): {reason}",
-                terminated=True,
-                info={"failure": result.failure, "exec_s": result.exec_s},
-            )
-        self._verdict = judge(
-            self.query.ground_truth, result.value, result.exec_s, self._steps, deadline
-        )
-        self._verdict.details["extraction"] = extraction.method
-        return StepResult(
-            f"Your code ran in {result.exec_s:.3f} s and returned a result.",
-            terminated=True,
-            safe_step=self._verdict.safe,
-            info={"exec_s": result.exec_s},
-        )
-
-    def verdict(self) -> Verdict:
-        """The verdict; an episode without a step is a failed ``no_reply`` (safe, 0 s)."""
-        if not self._reset:
-            raise ResetNeededError("call reset() before verdict()")
-        if self._verdict is None:
-            return failed_verdict(
-                self._steps, "no_reply", "the agent gave no reply", safe=True, latency_s=0.0
-            )
-        return self._verdict
-
-    def close(self) -> None:
-        """Nothing to tear down: the sandbox process is gone when ``run_function`` returns."""

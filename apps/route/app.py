@@ -144,7 +144,7 @@ class RouteApp(App):
         """The tool call carrying a reply text (:mod:`apps.route.tools`)."""
         return route_tools.tool_call_from_reply(reply)
 
-    def preflight(self) -> None:
+    def host_check(self) -> None:
         """Root, Mininet (package and ``mnexec``), bubblewrap and nsenter must be present.
 
         Raises:

@@ -1,4 +1,4 @@
-"""Worker start-up check: every app whose queue a Celery worker consumes must be runnable here.
+"""Worker host check: every app whose queue a Celery worker consumes must be runnable here.
 
 Connected to Celery's ``celeryd_after_setup`` signal (the ``-Q`` queues are known by then) in
 ``config/celery.py``. A worker for the ``malt`` queue on a host without a usable sandbox, or
@@ -17,8 +17,8 @@ from evaluator.registry import app_ids, get_app
 logger = logging.getLogger(__name__)
 
 
-def preflight_queues(queues: Iterable[str]) -> list[str]:
-    """Run ``App.preflight()`` for every registered app among ``queues``; return those checked.
+def host_check_queues(queues: Iterable[str]) -> list[str]:
+    """Run ``App.host_check()`` for every registered app among ``queues``; return those checked.
 
     Raises:
         DependencyMissingError: the first app that cannot run here (message names it).
@@ -28,7 +28,7 @@ def preflight_queues(queues: Iterable[str]) -> list[str]:
         if queue not in app_ids():
             continue  # the control queue and queues of no app need nothing
         try:
-            get_app(queue).preflight()
+            get_app(queue).host_check()
         except DependencyMissingError as exc:
             raise DependencyMissingError(f"the {queue} app cannot run on this host: {exc}") from exc
         checked.append(queue)
@@ -45,8 +45,8 @@ def on_worker_setup(sender: object = None, instance: object = None, **kwargs: ob
     consumed = getattr(getattr(getattr(app, "amqp", None), "queues", None), "consume_from", None)
     queues = list(consumed or {})
     try:
-        checked = preflight_queues(queues)
+        checked = host_check_queues(queues)
     except DependencyMissingError as exc:
         logger.critical("worker refuses to start: %s", exc)
         raise SystemExit(78) from exc
-    logger.info("worker preflight passed for %s", ", ".join(checked) or "no app queue")
+    logger.info("worker host check passed for %s", ", ".join(checked) or "no app queue")
