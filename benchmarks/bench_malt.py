@@ -12,7 +12,7 @@ Stages:
 * the judge (correctness + safety + changed state + blast radius) of those oracle answers,
   for answers that include a graph and for value answers separately, since graph answers
   parse and check the whole 6,133-node topology. Each answer is judged right after its run,
-  as :class:`apps.malt.app.MaltEpisode` does (the "first" figure: the query's caches are as
+  as :class:`apps.malt.episode.MaltEpisode` does (the "first" figure: the query's caches are as
   warm as in an episode, the returned value freshly decoded), then ``--rounds - 1`` more
   times (caches of that query warm).
 

@@ -1,7 +1,7 @@
 """The MALT scorer: correctness, safety and latency of one returned value (paper App. B.3).
 
 Pure functions over the ground truth and the decoded value that ``process_graph`` returned;
-:class:`apps.malt.app.MaltEpisode` calls :func:`judge` after the sandbox run and
+:class:`apps.malt.episode.MaltEpisode` calls :func:`judge` after the sandbox run and
 :func:`failed_verdict` when there is nothing to judge. Rules (docs/malt.md has the full
 contract):
 

@@ -11,7 +11,7 @@ from unittest import mock
 
 import pytest
 
-from apps.malt import app as malt_app
+from apps.malt import episode as malt_episode
 from apps.malt import replies as replies_module
 from apps.malt.app import MaltApp
 from apps.malt.checks import MAX_GRAPH_NODES
@@ -120,7 +120,7 @@ def test_a_256_kib_unfenced_reply_costs_a_bounded_number_of_parses() -> None:
 
 @pytest.mark.usefixtures("sandbox")
 def test_a_judge_overrun_is_the_agents_failure(monkeypatch) -> None:
-    monkeypatch.setattr(malt_app, "JUDGE_BUDGET_S", 1e-6)
+    monkeypatch.setattr(malt_episode, "JUDGE_BUDGET_S", 1e-6)
     oracle = APP.oracle_reply(GRAPH_QUERY.ground_truth, [])
     result = run_episode_guarded(APP, GRAPH_QUERY, ScriptedClient([oracle]))
     assert result.scored and not result.correct

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from apps.malt.app import MaltApp, MaltEpisode
+from apps.malt.app import MaltApp
+from apps.malt.episode import MaltEpisode
 from evaluator.app import EmulatorError
 from evaluator.registry import get_app
 from evaluator.sampling import HEALTHY_LABEL, is_healthy_control

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from apps.malt.app import MaltApp, MaltEpisode
+from apps.malt.app import MaltApp
+from apps.malt.episode import MaltEpisode
 from evaluator.runner import run_episode_guarded
 from evaluator.sandbox import SandboxLimits
 from evaluator.testing import ScriptedClient
