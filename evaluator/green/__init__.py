@@ -1,0 +1,10 @@
+"""The AgentBeats green agent: an A2A server that assesses one purple agent on one app.
+
+- :mod:`evaluator.green.request`: the assessment request and its ``config`` keys;
+- :mod:`evaluator.green.assessment`: planning the queries, running them as ``evaluate`` does,
+  the per-query and summary records;
+- :mod:`evaluator.green.server`: the a2a-sdk executor, agent card and ASGI app;
+- :mod:`evaluator.green.cli`: ``python -m evaluator.green`` / ``manage.py serve_green``.
+
+docs/agentbeats.md describes the request, the artifacts and how to run it.
+"""

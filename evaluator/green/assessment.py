@@ -1,0 +1,246 @@
+"""One assessment of a purple agent, query by query, and the records streamed about it.
+
+The queries are the ``evaluate`` command's: level ``L``'s batch is
+``generate_batch(app, num_queries, seed + L - 1, L)`` (the same held-out pack draw), and every
+episode runs through :func:`evaluator.evaluation.run_query`, the function ``evaluate`` runs
+its jobs with. An assessment at one level therefore gives the verdicts of::
+
+    python -m evaluator evaluate --apps APP --level L --seed SEED+L-1 --queries N --trials K \\
+        --protocol a2a --agent-url URL
+
+Nothing here speaks A2A; :mod:`evaluator.green.server` streams the records.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evaluator.agents.base import AgentClient, AgentError, AgentReply
+from evaluator.app import App
+from evaluator.evaluation import run_query
+from evaluator.green.request import AssessmentConfig, AssessmentRequest
+from evaluator.oracle_vault import OracleVault
+from evaluator.report import summarize
+from evaluator.stats import wilson_interval
+from evaluator.types import JSON, EpisodeResult, Query
+from evaluator.variants import generate_batch
+
+#: Apps whose NetArena green agent reports mean iterations; the others (MALT, single-shot)
+#: report mean latency.
+ITERATION_APPS = frozenset({"route", "k8s"})
+#: ``AgentError`` category of a call refused because the assessment was canceled.
+CANCELED = "canceled"
+
+
+def plan_queries(app: App, config: AssessmentConfig) -> list[Query]:
+    """The queries of an assessment, level by level in the requested order, then sliced by
+    ``start_index``/``end_index`` (Python slice semantics).
+
+    Raises:
+        ValueError, VariantPackError: as :func:`evaluator.variants.generate_batch`.
+    """
+    queries: list[Query] = []
+    for level in config.levels:
+        queries += generate_batch(app, config.num_queries, config.level_seed(level), level)
+    return queries[config.start_index : config.end_index]
+
+
+class StoppableClient(AgentClient):
+    """An agent client that refuses every call once ``stop`` is set, so that an episode in
+    progress when an assessment is canceled ends at its next agent call and its emulator is
+    torn down by the episode's own ``close``.
+
+    Raises (from :meth:`complete`):
+        AgentError: category :data:`CANCELED` after ``stop``; otherwise what ``inner`` raises.
+    """
+
+    def __init__(self, inner: AgentClient, stop: threading.Event) -> None:
+        self.inner = inner
+        self.stop = stop
+
+    def complete(self, messages: list[JSON], *, episode_id: str) -> AgentReply:
+        """The inner client's reply, unless the assessment was canceled."""
+        if self.stop.is_set():
+            raise AgentError(CANCELED, "the assessment was canceled")
+        return self.inner.complete(messages, episode_id=episode_id)
+
+    def for_app(self, app: App) -> AgentClient:
+        """This wrapper around the inner client's client for ``app``."""
+        bound = self.inner.for_app(app)
+        return self if bound is self.inner else StoppableClient(bound, self.stop)
+
+    def episode_started(self, instance_names: dict[str, str]) -> None:
+        """Passed to the inner client."""
+        self.inner.episode_started(instance_names)
+
+    def describe(self) -> JSON:
+        """The inner client's description."""
+        return self.inner.describe()
+
+    def close(self) -> None:
+        """Closes the inner client."""
+        self.inner.close()
+
+
+@dataclass
+class Assessment:
+    """The planned jobs of one assessment and the results so far.
+
+    Build it with :meth:`plan`; call :meth:`run` for each job (blocking: run it in a worker
+    thread); read :meth:`summary` at the end.
+    """
+
+    app: App
+    request: AssessmentRequest
+    client: AgentClient
+    jobs: list[tuple[Query, int]]
+    vault: OracleVault | None = None
+
+    @classmethod
+    def plan(
+        cls,
+        app: App,
+        request: AssessmentRequest,
+        client: AgentClient,
+        vault: OracleVault | None = None,
+    ) -> Assessment:
+        """Generate the queries (:func:`plan_queries`) and list every (query, trial) job."""
+        config = request.config
+        jobs = [(q, t) for q in plan_queries(app, config) for t in range(config.trials)]
+        return cls(app=app, request=request, client=client, jobs=jobs, vault=vault)
+
+    def run(self, job: tuple[Query, int]) -> EpisodeResult:
+        """Run one job as ``evaluate`` does (never raises for emulator or agent failures)."""
+        query, trial = job
+        return run_query(
+            self.app,
+            query,
+            self.client,
+            trial=trial,
+            vault=self.vault,
+            max_steps=self.request.config.max_steps,
+        )
+
+
+def infrastructure_kind(result: EpisodeResult) -> str | None:
+    """The exception type that made ``result`` an infrastructure failure (``"EmulatorError"``,
+    ``"DependencyMissingError"``, ...), or ``None`` for a scored episode."""
+    if result.infrastructure is None:
+        return None
+    return result.infrastructure.error.partition(":")[0].strip() or "EmulatorError"
+
+
+def query_record(position: int, result: EpisodeResult) -> JSON:
+    """The data artifact of one finished episode.
+
+    Shape: ``{"kind": "query", "query_index": position (0-based, in the assessment), "level",
+    "labels": [..], "label": "a+b", "seed": the batch seed, "index": the query's index in its
+    batch, "query_id", "trial", "correctness": bool, "safety": bool, "latency_s": float
+    (the app's latency, glossary), "iterations": agent replies used, "failure": category or
+    null, "infrastructure_failure": null or {"kind", "error", "attempts"}}``. An
+    infrastructure failure is not the agent's result: it is never averaged.
+    """
+    infrastructure = None
+    if result.infrastructure is not None:
+        infrastructure = {
+            "kind": infrastructure_kind(result),
+            "error": result.infrastructure.error,
+            "attempts": result.infrastructure.attempts,
+        }
+    return {
+        "kind": "query",
+        "query_index": position,
+        "level": result.level,
+        "labels": list(result.labels),
+        "label": result.label,
+        "seed": result.seed,
+        "index": result.index,
+        "query_id": result.query_id,
+        "trial": result.trial,
+        "correctness": result.correct,
+        "safety": result.safe,
+        "latency_s": result.latency_s,
+        "iterations": result.steps,
+        "failure": result.failure,
+        "infrastructure_failure": infrastructure,
+    }
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summary_record(
+    app_id: str, request: AssessmentRequest, results: Sequence[EpisodeResult]
+) -> JSON:
+    """The final data artifact of an assessment.
+
+    NetArena's figures, under its names: ``avg_correctness`` and ``avg_safety`` (fractions of
+    episodes) and ``avg_latency_s`` (MALT, seconds) or ``avg_iterations`` (route, k8s: agent
+    replies), means over the scored episodes (``null`` when there is none). Ours:
+    ``correct_and_safe`` with its 95% Wilson interval (:func:`evaluator.stats.wilson_interval`,
+    docs/metrics.md), ``by_level`` (the same per level, with correctness and safety),
+    ``infrastructure_failures`` (listed with their kind, never averaged), the seeds and
+    config actually used, and ``summary``: the app's entry of the ``evaluate`` result file's
+    summary (:func:`evaluator.report.summarize`).
+    """
+    config = request.config
+    scored = [r for r in results if r.scored]
+    n = len(scored)
+    record: JSON = {
+        "kind": "summary",
+        "app": app_id,
+        "participant": request.role,
+        "avg_correctness": _mean([float(r.correct) for r in scored]),
+        "avg_safety": _mean([float(r.safe) for r in scored]),
+    }
+    if app_id in ITERATION_APPS:
+        record["avg_iterations"] = _mean([float(r.steps) for r in scored])
+    else:
+        record["avg_latency_s"] = _mean([r.latency_s for r in scored])
+    engine_summary = summarize(scored).get(app_id)
+    levels = engine_summary["levels"] if engine_summary else {}
+    record.update(
+        {
+            "n": n,
+            "episodes": len(results),
+            "correct_and_safe": wilson_interval(
+                sum(r.correct and r.safe for r in scored), n
+            ).to_dict(),
+            "by_level": {
+                level: {
+                    "n": group["n"],
+                    "correct_and_safe": group["correct_and_safe"],
+                    "correctness": group["correctness"],
+                    "safety": group["safety"],
+                }
+                for level, group in levels.items()
+            },
+            "infrastructure_failures": [
+                {
+                    "query_index": position,
+                    "level": r.level,
+                    "labels": list(r.labels),
+                    "trial": r.trial,
+                    "kind": infrastructure_kind(r),
+                    "error": r.infrastructure.error,
+                    "attempts": r.infrastructure.attempts,
+                }
+                for position, r in enumerate(results)
+                if r.infrastructure is not None
+            ],
+            "seed": config.seed,
+            "seed_source": config.seed_source,
+            "level_seeds": {str(level): config.level_seed(level) for level in config.levels},
+            "levels": list(config.levels),
+            "num_queries": config.num_queries,
+            "trials": config.trials,
+            "max_steps": config.max_steps,
+            "prompt_type": config.prompt_type,
+            "not_applied": config.not_applied,
+            "summary": engine_summary,
+        }
+    )
+    return record
