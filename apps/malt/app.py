@@ -18,9 +18,8 @@ from apps.malt.episode import MaltEpisode
 from apps.malt.examples import EXAMPLES, FEW_SHOT_SEED
 from apps.malt.prompt import PROMPT_MARKER, render_prompt
 from apps.malt.queries import draft, ground_truth, label_at
-from apps.malt.reference import NULL_REPLY, oracle_reply_text
+from apps.malt.reference import NULL_REPLY, oracle_reply_text, template_reply
 from apps.malt.replies import code_problem
-from apps.malt.template_agent import template_reply
 
 
 class MaltApp(App):
@@ -89,7 +88,7 @@ class MaltApp(App):
 
     def heuristic_reply(self, history: list[JSON]) -> str:
         """The ``template`` floor agent: pattern matching on the prompt, no model, no ground
-        truth (:func:`apps.malt.template_agent.template_reply`)."""
+        truth (:func:`apps.malt.reference.template_reply`)."""
         return template_reply(history)
 
     def scripted_reply(self, history: list[JSON]) -> str:

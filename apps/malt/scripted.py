@@ -27,8 +27,7 @@ from evaluator.types import JSON
 from apps.malt import queries as q
 from apps.malt.operations import Op, changes_topology
 from apps.malt.queries import answer_kind
-from apps.malt.reference import NULL_REPLY
-from apps.malt.template_agent import _NAME_SHAPES, request_text
+from apps.malt.reference import _NAME_SHAPES, NULL_REPLY, request_text
 
 #: A description of a node, resolved at run time (see ``_RUNTIME``):
 #: ``{"id": node id}``, ``{"name": name, "kind": kind or None}``,

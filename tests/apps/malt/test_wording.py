@@ -24,7 +24,7 @@ from apps.malt.queries import (
     port_capacities,
     query_graph,
 )
-from apps.malt.template_agent import template_program
+from apps.malt.reference import template_program
 from apps.malt.topology import load_graph
 
 APP = MaltApp()
