@@ -30,7 +30,7 @@ compare with the API server's answers):
 
 Healthy Online Boutique uses 13 policies of at most 6 rules with one peer and one port each.
 With these bounds one namespace compiles to at most about 10 000 iptables lines
-(:data:`apps.k8s.cluster.enforcer.NAMESPACE_BUDGET` is twice that). A refusal is the API
+(:data:`apps.k8s.cluster.compiler.NAMESPACE_BUDGET` is twice that). A refusal is the API
 server's answer to the agent's own command (``kubectl`` prints it, exit status 1), which the
 ``k8s`` app counts as a refused step (:func:`refusal_in_output`).
 """

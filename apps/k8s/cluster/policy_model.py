@@ -1,8 +1,8 @@
 """Kubernetes NetworkPolicy semantics as a pure-Python model (no I/O).
 
 The project's one NetworkPolicy model. The enforcer (:mod:`apps.k8s.cluster.enforcer`) compiles
-it into iptables rules, the judge's cross-check (:mod:`apps.k8s.cluster.crosscheck`, used by
-:mod:`apps.k8s.crosscheck`) computes the expected connectivity matrix with it, query generation
+it into iptables rules (:mod:`apps.k8s.cluster.compiler`), the judge's cross-check
+(:mod:`apps.k8s.crosscheck`) computes the expected connectivity matrix with it, query generation
 (:mod:`apps.k8s.queries`) checks with it that every injected fault shows, and the heuristic
 reference agent (:mod:`apps.k8s.reference`) reads policies with it. The semantics follow the
 Kubernetes documentation ("Network Policies", concepts/services-networking/network-policies,

@@ -242,9 +242,8 @@ def test_cross_check_message_names_services_and_fits_the_report() -> None:
     """The CrossCheckError text (kept in the run's report, cut at INFRASTRUCTURE_ERROR_MAX_CHARS)
     spells out the disagreements first and both matrices by service; for a realistic fault
     (one service's port dropped) it fits whole."""
-    from apps.k8s.cluster.crosscheck import compare
     from apps.k8s.cluster.policy_model import Pod, PolicyModel, in_namespace
-    from apps.k8s.crosscheck import describe
+    from apps.k8s.crosscheck import compare, describe
     from evaluator.types import INFRASTRUCTURE_ERROR_MAX_CHARS
 
     ns = "k8s-ep-0123456789abcdef"

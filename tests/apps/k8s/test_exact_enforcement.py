@@ -2,7 +2,7 @@
 
 Divergences 2-4 of docs/k8s-cluster.md (history) each get a world built for them; every test
 asserts the Kubernetes answer on real probes *and* that the judge's cross-check
-(:mod:`apps.k8s.cluster.crosscheck`) agrees with the measurement. A last test shows the
+(:mod:`apps.k8s.crosscheck`) agrees with the measurement. A last test shows the
 cross-check reporting a dataplane that enforces differently.
 """
 
@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from apps.k8s.cluster.control_plane import Cluster
-from apps.k8s.cluster.crosscheck import cross_check
 from apps.k8s.cluster.prober import Probe, list_pod_endpoints, measure_matrix, probe_once
 from apps.k8s.cluster.rest import KubeRest, resource_path
 from apps.k8s.cluster.sync import wait_pods_ready
+from apps.k8s.crosscheck import cross_check
 
 pytestmark = [pytest.mark.k8s, pytest.mark.root]
 

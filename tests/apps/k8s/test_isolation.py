@@ -31,11 +31,11 @@ from apps.k8s import manifests
 from apps.k8s.app import REFUSED_BY_CLUSTER, K8sApp
 from apps.k8s.cluster import admission
 from apps.k8s.cluster.control_plane import Cluster
-from apps.k8s.cluster.crosscheck import cross_check
 from apps.k8s.cluster.health import NamespaceHealth, NotEnforcedError
 from apps.k8s.cluster.prober import list_pod_endpoints, measure_matrix
 from apps.k8s.cluster.rest import KubeRest, resource_path
 from apps.k8s.cluster.sync import wait_pods_ready
+from apps.k8s.crosscheck import cross_check
 from apps.k8s.namespace import EpisodeNamespace, NamespaceNotInSyncError
 
 Obj = dict[str, Any]

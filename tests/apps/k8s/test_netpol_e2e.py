@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 
 from apps.k8s.cluster.control_plane import Cluster
-from apps.k8s.cluster.crosscheck import cross_check
 from apps.k8s.cluster.nca_oracle import ensure_nca_venv, nca_allowed_ports
 from apps.k8s.cluster.policy_model import Pod, PolicyModel
 from apps.k8s.cluster.prober import list_pod_endpoints, measure_matrix
 from apps.k8s.cluster.rest import KubeRest, resource_path
 from apps.k8s.cluster.sync import wait_pods_ready
+from apps.k8s.crosscheck import cross_check
 from tests.apps.k8s.netpol_e2e import (
     METADATA_NAME,
     NAMESPACES,

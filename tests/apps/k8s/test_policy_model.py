@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.k8s.cluster.crosscheck import compare
-from apps.k8s.cluster.enforcer import EGRESS_MARK, INGRESS_MARK, compile_model
+from apps.k8s.cluster.compiler import EGRESS_MARK, INGRESS_MARK, compile_model
 from apps.k8s.cluster.policy_model import (
     Pod,
     PolicyModel,
@@ -16,6 +15,7 @@ from apps.k8s.cluster.policy_model import (
     selector_matches,
     unsupported,
 )
+from apps.k8s.crosscheck import compare
 
 NS = {"a": {"kubernetes.io/metadata.name": "a"}, "b": {"kubernetes.io/metadata.name": "b"}}
 
@@ -193,7 +193,7 @@ def test_a_namespace_the_kernel_refuses_is_installed_fail_closed_alone(
     namespace by namespace; the namespace whose rules fail is installed fail-closed and
     reported, the others keep their rules, and the next sync of the same state installs
     nothing new."""
-    from apps.k8s.cluster import crosscheck, enforcer
+    from apps.k8s.cluster import enforcer
     from apps.k8s.cluster.health import read_status
 
     a1 = Pod("a", "a1", "10.244.0.2", {}, (("TCP", 80, ""),))
@@ -213,7 +213,7 @@ def test_a_namespace_the_kernel_refuses_is_installed_fail_closed_alone(
 
     monkeypatch.setattr(enforcer, "install", fake_install)
     monkeypatch.setattr(enforcer, "forget_udp_flows", lambda: 0)
-    monkeypatch.setattr(crosscheck, "load_model", lambda *args, **kwargs: model)
+    monkeypatch.setattr(enforcer, "load_model", lambda *args, **kwargs: model)
     status_file = tmp_path / "status.json"
     daemon = enforcer.Enforcer(None, "10.244.0.0/16", status_file)
     daemon.sync_once()

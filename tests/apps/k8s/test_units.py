@@ -125,7 +125,7 @@ def test_sync_and_control_plane_import_without_a_cycle() -> None:
     import subprocess
     import sys
 
-    for first in ("sync", "control_plane", "enforcer", "crosscheck"):
+    for first in ("sync", "control_plane", "enforcer", "compiler"):
         code = (
             f"import sys; import apps.k8s.cluster.{first}; "
             "print('apps.k8s.cluster.control_plane' in sys.modules)"
