@@ -53,6 +53,10 @@ Distractors: each query also adds harmless configuration a correct fix leaves
 alone -- unused routes and blackholes for unused prefixes, ACCEPT rules, DROP rules and
 ``prohibit`` rules for unused prefixes, and spare veth interfaces left down.
 
+Each (label, method) is one row of :data:`FAULT_KINDS`: its name, the machine kinds and a small
+maker that draws the operands from the query's generator and writes the commands;
+:func:`make_fault` looks the row up and calls its maker.
+
 The levels, topology shapes and the seeded draw of each query's faults and distractors are
 :mod:`apps.route.queries`'s.
 
@@ -64,7 +68,9 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from apps.route.topology import RouteTopology
 
@@ -76,51 +82,6 @@ FAULT_TYPES: dict[str, str] = {
     "DT": "drop_traffic_to_from_subnet",
     "WR": "wrong_routing_table",
 }
-
-#: Label -> method number -> (short name, machine kinds it applies to).
-METHODS: dict[str, dict[int, tuple[str, str]]] = {
-    "DR": {
-        1: ("ip_forward_off", "R"),
-        2: ("forward_policy_drop", "R"),
-        3: ("rule_prohibit_iif", "R"),
-        4: ("forward_drop_subnet", "R"),
-        5: ("interface_forwarding_off", "R"),
-        6: ("forward_drop_iif", "R"),
-        7: ("rule_lookup_unreachable_table", "R"),
-    },
-    "DI": {
-        1: ("ifconfig_down", "RH"),
-        2: ("link_down", "RH"),
-        3: ("mtu_68", "RH"),
-        4: ("arp_off", "RH"),
-    },
-    "RI": {
-        1: ("flush", "RH"),
-        2: ("random_address", "RH"),
-        3: ("wrong_mask", "RH"),
-        4: ("other_subnet_address", "RH"),
-    },
-    "DT": {
-        1: ("drop_subnet", "RH"),
-        2: ("reject_subnet", "RH"),
-        3: ("drop_icmp_subnet", "RH"),
-        4: ("delay", "RH"),
-    },
-    "WR": {
-        1: ("other_interface", "R"),
-        2: ("unreachable_gateway", "R"),
-        3: ("other_interface_metric", "R"),
-        4: ("wrong_next_hop", "R"),
-        5: ("specific_other_interface", "R"),
-        6: ("specific_blackhole", "R"),
-        7: ("default_via_host", "H"),
-        8: ("default_unreachable", "H"),
-        9: ("default_deleted", "H"),
-        10: ("subnet_via_host", "H"),
-    },
-}
-#: Label -> number of methods.
-METHOD_COUNTS: dict[str, int] = {label: len(methods) for label, methods in METHODS.items()}
 
 #: Placeholder for the episode prefix inside stored commands.
 PREFIX_PLACEHOLDER = "{p}"
@@ -173,6 +134,418 @@ def _plan_route(topo: RouteTopology, machine: str, subnet: int) -> tuple[str, st
     return None
 
 
+# fault makers -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FaultSite:
+    """Where one fault goes, as a maker sees it.
+
+    Attributes:
+        machine: unprefixed machine name (``r0``, ``h3``).
+        topo: the query's topology with prefix ``{p}``.
+        rng: the query's seeded generator; a maker draws its operands from it, in a fixed
+            order (the generated queries depend on that order).
+        interface: the interface of ``machine`` drawn for the fault (every fault draws one
+            first, whether its method uses it or not).
+        cidr: the planned address of ``interface`` (``192.168.k.1/24``, ``10.0.t.1/30``).
+    """
+
+    machine: str
+    topo: RouteTopology
+    rng: random.Random
+    interface: str
+    cidr: str
+
+    @property
+    def node(self) -> str:
+        """The machine's node name with the prefix placeholder (``{p}r0``)."""
+        return _name(self.machine)
+
+    @property
+    def subnets(self) -> list[int]:
+        """The host subnets of the topology, ``1 .. S``."""
+        return list(range(1, self.topo.num_switches + 1))
+
+    def routes_through_interface(self) -> list[str]:
+        """``ip route add`` commands of the plan's routes through :attr:`interface` (the kernel
+        drops them when the interface goes down or loses its address)."""
+        return [f"ip route add {r}" for r in self.topo.routes_through(self.node, self.interface)]
+
+
+class Made(NamedTuple):
+    """What a maker returns: the fault's ``params`` and its injection and repair commands."""
+
+    params: dict[str, Any]
+    inject: list[str]
+    repair: list[str]
+
+
+#: A fault maker: draws the operands of one method at a site and writes its commands.
+Maker = Callable[[FaultSite], Made]
+
+
+def _fixed(inject: list[str], repair: list[str]) -> Maker:
+    """Maker of a method without operands."""
+
+    def make(site: FaultSite) -> Made:
+        return Made({}, list(inject), list(repair))
+
+    return make
+
+
+def _on_interface(
+    inject: list[str], repair: list[str], *, reroute: bool = False, **params: Any
+) -> Maker:
+    """Maker of a method on the drawn interface: ``{interface}`` in the commands is filled in;
+    ``reroute`` appends the plan's routes through the interface to the repair."""
+
+    def make(site: FaultSite) -> Made:
+        fill = {"interface": site.interface}
+        routes = site.routes_through_interface() if reroute else []
+        return Made(
+            {**fill, **params},
+            [command.format(**fill) for command in inject],
+            [*(command.format(**fill) for command in repair), *routes],
+        )
+
+    return make
+
+
+def _rule_prohibit_iif(site: FaultSite) -> Made:
+    pref = site.rng.randint(1000, 30000)
+    intf = site.interface
+    return Made(
+        {"interface": intf, "pref": pref},
+        [f"ip rule add iif {intf} prohibit pref {pref}"],
+        [f"ip rule del pref {pref}"],
+    )
+
+
+def _forward_drop_subnet(site: FaultSite) -> Made:
+    k = site.rng.choice(site.subnets)
+    return Made(
+        {"subnet": k},
+        [f"iptables -A FORWARD -s 192.168.{k}.0/24 -j DROP"],
+        [f"iptables -D FORWARD -s 192.168.{k}.0/24 -j DROP"],
+    )
+
+
+def _rule_lookup_unreachable_table(site: FaultSite) -> Made:
+    # traffic entering <if> is routed by a table whose only route is unreachable
+    pref, table = site.rng.randint(1000, 30000), site.rng.randint(100, 250)
+    intf = site.interface
+    return Made(
+        {"interface": intf, "pref": pref, "table": table},
+        [
+            f"ip route add unreachable default table {table}",
+            f"ip rule add iif {intf} lookup {table} pref {pref}",
+        ],
+        [f"ip rule del pref {pref}", f"ip route del unreachable default table {table}"],
+    )
+
+
+#: Draws the wrong address an RI method adds after the flush (None: none), given the site, the
+#: planned address and prefix length, and the params to extend.
+WrongAddress = Callable[[FaultSite, str, str, dict[str, Any]], str | None]
+
+
+def _no_address(site: FaultSite, address: str, length: str, params: dict[str, Any]) -> None:
+    return None
+
+
+def _random_address(site: FaultSite, address: str, length: str, params: dict[str, Any]) -> str:
+    rng = site.rng
+    return f"10.{rng.randint(100, 250)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}/24"
+
+
+def _wrong_mask(site: FaultSite, address: str, length: str, params: dict[str, Any]) -> str:
+    masks = (31, 32) if length == "30" else (30, 31, 32)
+    mask = site.rng.choice(masks)
+    params["mask"] = mask
+    return f"{address}/{mask}"
+
+
+def _other_subnet_address(
+    site: FaultSite, address: str, length: str, params: dict[str, Any]
+) -> str:
+    # another subnet's address. A router takes the router address of another subnet it serves
+    # itself (the paper's duplicate); otherwise an address no node pings (.200-.250), because
+    # owning another node's probe address would make that pair look reachable and its repair
+    # look like a loss.
+    own = _subnet_of_cidr(site.cidr)
+    mine = []
+    if _kind(site.machine) == "R":
+        mine = [k for k in site.topo.router_subnets(int(site.machine[1:])) if k != own]
+    if mine:
+        j = site.rng.choice(mine)
+        wrong = f"192.168.{j}.1/24"
+    else:
+        j = site.rng.choice([k for k in site.subnets if k != own])
+        wrong = f"192.168.{j}.{site.rng.randint(200, 250)}/24"
+    params["duplicate_of"] = j
+    return wrong
+
+
+def _remove_ip(wrong_address: WrongAddress) -> Maker:
+    """Maker of an RI method: flush the interface, then maybe add a wrong address."""
+
+    def make(site: FaultSite) -> Made:
+        intf, cidr = site.interface, site.cidr
+        params: dict[str, Any] = {"interface": intf}
+        address, length = cidr.split("/")
+        inject = [f"ip addr flush dev {intf}"]
+        # The repair adds the right address before removing the wrong one: a wrong address
+        # can still carry some traffic (a router's own address with /31 answers pings), so
+        # removing it first would be a step that loses reachable pairs.
+        repair = [f"ip addr add {cidr} brd + dev {intf}"]
+        routes = site.routes_through_interface()
+        wrong = wrong_address(site, address, length, params)
+        if wrong is not None:
+            params["address"] = wrong
+            inject.append(f"ip addr add {wrong} dev {intf}")
+            repair.append(f"ip addr del {wrong} dev {intf}")
+        # routes last: the wrong address's connected route may hold the same prefix
+        return Made(params, inject, [*repair, *routes])
+
+    return make
+
+
+def _filter_subnet(target: str, proto: str = "") -> Maker:
+    """Maker of DT 1-3: INPUT from and OUTPUT to a drawn subnet go to ``target``."""
+
+    def make(site: FaultSite) -> Made:
+        k = site.rng.choice(site.subnets)
+        sub = f"192.168.{k}.0/24"
+        rules = [f"INPUT -s {sub}{proto} -j {target}", f"OUTPUT -d {sub}{proto} -j {target}"]
+        return Made(
+            {"subnet": k},
+            [f"iptables -A {rule}" for rule in rules],
+            [f"iptables -D {rule}" for rule in rules],
+        )
+
+    return make
+
+
+def _delay(site: FaultSite) -> Made:
+    delay_ms = site.rng.randint(1000, 5000)
+    rate_bit = math.ceil(ECHO_FRAME_BYTES * 8 * 1000 / delay_ms)
+    intf = site.interface
+    return Made(
+        {"interface": intf, "delay_ms": delay_ms, "rate_bit": rate_bit},
+        [f"tc qdisc add dev {intf} root tbf rate {rate_bit}bit burst 128 latency 30s"],
+        [f"tc qdisc del dev {intf} root"],
+    )
+
+
+class RouteChoice(NamedTuple):
+    """The route a router's WR fault corrupts: the subnet, its CIDR, the wrong interface
+    drawn for it and the params so far (``subnet``, ``wrong_interface``)."""
+
+    subnet: int
+    cidr: str
+    interface: str
+    params: dict[str, Any]
+
+
+#: Writes the wrong route of a router's WR method (``ip route`` arguments) for a choice.
+WrongRoute = Callable[[FaultSite, RouteChoice], str]
+
+
+def _choose_route(site: FaultSite, *, planned_only: bool) -> RouteChoice:
+    """Draw the subnet whose route is corrupted (among those with an explicit plan route on
+    the router when ``planned_only``), then an interface other than the plan's egress."""
+    topo, machine = site.topo, site.machine
+    subnets = site.subnets
+    if planned_only:
+        candidates = [k for k in subnets if _plan_route(topo, machine, k) is not None]
+    else:
+        candidates = subnets
+    a = site.rng.choice(candidates)
+    right = _egress(topo, machine, a)
+    others = [i for i, _c in _interfaces(topo, machine) if i != right]
+    other = site.rng.choice(others)
+    return RouteChoice(a, topo.subnet_cidr(a), other, {"subnet": a, "wrong_interface": other})
+
+
+def _replaced_route(wrong_route: WrongRoute) -> Maker:
+    """Maker of WR 1-4: the plan's route for a subnet is deleted and a wrong one added."""
+
+    def make(site: FaultSite) -> Made:
+        choice = _choose_route(site, planned_only=True)
+        wrong = wrong_route(site, choice)
+        choice.params["wrong_route"] = wrong
+        selector, restore = _plan_route(site.topo, site.machine, choice.subnet) or ("", "")
+        return Made(
+            choice.params,
+            [f"ip route del {selector}", f"ip route add {wrong}"],
+            [f"ip route del {wrong}", f"ip route add {restore}"],
+        )
+
+    return make
+
+
+def _added_route(wrong_route: WrongRoute) -> Maker:
+    """Maker of WR 5-6: a wrong route more specific than the plan's is added beside it."""
+
+    def make(site: FaultSite) -> Made:
+        choice = _choose_route(site, planned_only=False)
+        wrong = wrong_route(site, choice)
+        choice.params["wrong_route"] = wrong
+        return Made(choice.params, [f"ip route add {wrong}"], [f"ip route del {wrong}"])
+
+    return make
+
+
+def _metric_route(site: FaultSite, choice: RouteChoice) -> str:
+    metric = site.rng.randint(5000, 20000)
+    choice.params["metric"] = metric
+    return f"{choice.cidr} dev {choice.interface} metric {metric}"
+
+
+def _wrong_next_hop(site: FaultSite, choice: RouteChoice) -> str:
+    # a host of another subnet the router serves, else back to the peer router (a loop)
+    topo, rng = site.topo, site.rng
+    index = int(site.machine[1:])
+    mine = [k for k in topo.router_subnets(index) if k != choice.subnet]
+    if mine:
+        b = rng.choice(mine)
+        gateway = topo.host_ip(rng.choice(topo.hosts_of(b)))
+    elif index == 0:
+        gateway = topo.transit_ips(rng.randint(1, topo.num_routers - 1))[1]
+    else:
+        gateway = topo.transit_ips(index)[0]
+    return f"{choice.cidr} via {gateway}"
+
+
+def _host_gateway(site: FaultSite) -> tuple[int, str, list[int]]:
+    """(subnet, planned gateway, the other hosts of the subnet) of a host."""
+    number = int(site.machine[1:])
+    subnet = site.topo.host_subnet(number)
+    neighbours = [n for n in site.topo.hosts_of(subnet) if n != number]
+    return subnet, site.topo.router_ip(subnet), neighbours
+
+
+def _default_via_host(site: FaultSite) -> Made:
+    _subnet, gateway, neighbours = _host_gateway(site)
+    wrong_gw = site.topo.host_ip(site.rng.choice(neighbours))
+    return Made(
+        {"gateway": wrong_gw},
+        [f"ip route replace default via {wrong_gw}"],
+        [f"ip route replace default via {gateway}"],
+    )
+
+
+def _default_unreachable(site: FaultSite) -> Made:
+    _subnet, gateway, _neighbours = _host_gateway(site)
+    intf = site.topo.intf(site.node, 0)
+    return Made(
+        {"gateway": "10.255.255.254"},
+        [f"ip route replace default via 10.255.255.254 dev {intf} onlink"],
+        [f"ip route replace default via {gateway}"],
+    )
+
+
+def _default_deleted(site: FaultSite) -> Made:
+    _subnet, gateway, _neighbours = _host_gateway(site)
+    return Made(
+        {}, [f"ip route del default via {gateway}"], [f"ip route add default via {gateway}"]
+    )
+
+
+def _subnet_via_host(site: FaultSite) -> Made:
+    subnet, _gateway, neighbours = _host_gateway(site)
+    b = site.rng.choice([k for k in site.subnets if k != subnet])
+    wrong_gw = site.topo.host_ip(site.rng.choice(neighbours))
+    wrong = f"{site.topo.subnet_cidr(b)} via {wrong_gw}"
+    return Made(
+        {"subnet": b, "wrong_route": wrong}, [f"ip route add {wrong}"], [f"ip route del {wrong}"]
+    )
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    """One row of the fault catalogue (paper Appendix C.2, Table 5; see the module docstring).
+
+    Attributes:
+        label: the paper's label (``DR``, ``DI``, ``RI``, ``DT``, ``WR``).
+        method: 1-based method number within the label.
+        name: short name of the method (``ip_forward_off``), stored in the ground truth.
+        kinds: machine kinds the method applies to (``R`` routers, ``H`` hosts).
+        make: the maker that draws the operands and writes the commands.
+    """
+
+    label: str
+    method: int
+    name: str
+    kinds: str
+    make: Maker
+
+    @property
+    def type(self) -> str:
+        """The label's category name (:data:`FAULT_TYPES`)."""
+        return FAULT_TYPES[self.label]
+
+
+_KINDS = (
+    FaultKind("DR", 1, "ip_forward_off", "R",
+              _fixed(["sysctl -w net.ipv4.ip_forward=0"], ["sysctl -w net.ipv4.ip_forward=1"])),
+    FaultKind("DR", 2, "forward_policy_drop", "R",
+              _fixed(["iptables -P FORWARD DROP"], ["iptables -P FORWARD ACCEPT"])),
+    FaultKind("DR", 3, "rule_prohibit_iif", "R", _rule_prohibit_iif),
+    FaultKind("DR", 4, "forward_drop_subnet", "R", _forward_drop_subnet),
+    FaultKind("DR", 5, "interface_forwarding_off", "R",
+              _on_interface(["sysctl -w net.ipv4.conf.{interface}.forwarding=0"],
+                            ["sysctl -w net.ipv4.conf.{interface}.forwarding=1"])),
+    FaultKind("DR", 6, "forward_drop_iif", "R",
+              _on_interface(["iptables -I FORWARD -i {interface} -j DROP"],
+                            ["iptables -D FORWARD -i {interface} -j DROP"])),
+    FaultKind("DR", 7, "rule_lookup_unreachable_table", "R", _rule_lookup_unreachable_table),
+    FaultKind("DI", 1, "ifconfig_down", "RH",
+              _on_interface(["ifconfig {interface} down"], ["ifconfig {interface} up"],
+                            reroute=True)),
+    FaultKind("DI", 2, "link_down", "RH",
+              _on_interface(["ip link set {interface} down"], ["ip link set {interface} up"],
+                            reroute=True)),
+    FaultKind("DI", 3, "mtu_68", "RH",
+              _on_interface(["ip link set {interface} mtu 68"],
+                            ["ip link set {interface} mtu 1500"], mtu=68)),
+    FaultKind("DI", 4, "arp_off", "RH",
+              _on_interface(["ip link set {interface} arp off"],
+                            ["ip link set {interface} arp on"])),
+    FaultKind("RI", 1, "flush", "RH", _remove_ip(_no_address)),
+    FaultKind("RI", 2, "random_address", "RH", _remove_ip(_random_address)),
+    FaultKind("RI", 3, "wrong_mask", "RH", _remove_ip(_wrong_mask)),
+    FaultKind("RI", 4, "other_subnet_address", "RH", _remove_ip(_other_subnet_address)),
+    FaultKind("DT", 1, "drop_subnet", "RH", _filter_subnet("DROP")),
+    FaultKind("DT", 2, "reject_subnet", "RH", _filter_subnet("REJECT")),
+    FaultKind("DT", 3, "drop_icmp_subnet", "RH", _filter_subnet("DROP", " -p icmp")),
+    FaultKind("DT", 4, "delay", "RH", _delay),
+    FaultKind("WR", 1, "other_interface", "R",
+              _replaced_route(lambda site, c: f"{c.cidr} dev {c.interface}")),
+    FaultKind("WR", 2, "unreachable_gateway", "R",
+              _replaced_route(
+                  lambda site, c: f"{c.cidr} via 10.255.255.254 dev {c.interface} onlink")),
+    FaultKind("WR", 3, "other_interface_metric", "R", _replaced_route(_metric_route)),
+    FaultKind("WR", 4, "wrong_next_hop", "R", _replaced_route(_wrong_next_hop)),
+    FaultKind("WR", 5, "specific_other_interface", "R",
+              _added_route(lambda site, c: f"192.168.{c.subnet}.96/27 dev {c.interface}")),
+    FaultKind("WR", 6, "specific_blackhole", "R",
+              _added_route(lambda site, c: f"blackhole 192.168.{c.subnet}.96/27")),
+    FaultKind("WR", 7, "default_via_host", "H", _default_via_host),
+    FaultKind("WR", 8, "default_unreachable", "H", _default_unreachable),
+    FaultKind("WR", 9, "default_deleted", "H", _default_deleted),
+    FaultKind("WR", 10, "subnet_via_host", "H", _subnet_via_host),
+)  # fmt: skip
+#: (label, method) -> its catalogue row.
+FAULT_KINDS: dict[tuple[str, int], FaultKind] = {(k.label, k.method): k for k in _KINDS}
+#: Label -> method number -> (short name, machine kinds it applies to).
+METHODS: dict[str, dict[int, tuple[str, str]]] = {
+    label: {k.method: (k.name, k.kinds) for k in _KINDS if k.label == label}
+    for label in FAULT_TYPES
+}
+#: Label -> number of methods.
+METHOD_COUNTS: dict[str, int] = {label: len(methods) for label, methods in METHODS.items()}
+
+
 def make_fault(
     label: str,
     method: int,
@@ -184,7 +557,7 @@ def make_fault(
 
     Args:
         label: ``DR``/``DI``/``RI``/``DT``/``WR``.
-        method: 1-based method number (see :data:`METHODS`).
+        method: 1-based method number (see :data:`FAULT_KINDS`).
         machine: unprefixed machine name (``r0``, ``h3``) of ``topo``; its kind must be one
             the method applies to.
         topo: the query's topology with prefix ``{p}``.
@@ -196,215 +569,23 @@ def make_fault(
     Raises:
         ValueError: unknown label/method, or a machine the method does not apply to.
     """
-    if label not in METHODS or method not in METHODS[label]:
+    kind = FAULT_KINDS.get((label, method))
+    if kind is None:
         raise ValueError(f"unknown fault {label} method {method}")
-    name, kinds = METHODS[label][method]
-    if _kind(machine) not in kinds:
+    if _kind(machine) not in kind.kinds:
         raise ValueError(f"{label}-{method} does not apply to {machine}")
-    node = _name(machine)
-    interfaces = _interfaces(topo, machine)
-    intf, cidr = rng.choice(interfaces)
-    subnets = list(range(1, topo.num_switches + 1))
-    params: dict[str, Any] = {}
-    inject: list[str]
-    repair: list[str]
-    if label == "DR":
-        if method == 1:
-            inject = ["sysctl -w net.ipv4.ip_forward=0"]
-            repair = ["sysctl -w net.ipv4.ip_forward=1"]
-        elif method == 2:
-            inject = ["iptables -P FORWARD DROP"]
-            repair = ["iptables -P FORWARD ACCEPT"]
-        elif method == 3:
-            pref = rng.randint(1000, 30000)
-            params = {"interface": intf, "pref": pref}
-            inject = [f"ip rule add iif {intf} prohibit pref {pref}"]
-            repair = [f"ip rule del pref {pref}"]
-        elif method == 4:
-            k = rng.choice(subnets)
-            params = {"subnet": k}
-            inject = [f"iptables -A FORWARD -s 192.168.{k}.0/24 -j DROP"]
-            repair = [f"iptables -D FORWARD -s 192.168.{k}.0/24 -j DROP"]
-        elif method == 5:
-            params = {"interface": intf}
-            inject = [f"sysctl -w net.ipv4.conf.{intf}.forwarding=0"]
-            repair = [f"sysctl -w net.ipv4.conf.{intf}.forwarding=1"]
-        elif method == 6:
-            params = {"interface": intf}
-            inject = [f"iptables -I FORWARD -i {intf} -j DROP"]
-            repair = [f"iptables -D FORWARD -i {intf} -j DROP"]
-        else:
-            # traffic entering <if> is routed by a table whose only route is unreachable
-            pref, table = rng.randint(1000, 30000), rng.randint(100, 250)
-            params = {"interface": intf, "pref": pref, "table": table}
-            inject = [
-                f"ip route add unreachable default table {table}",
-                f"ip rule add iif {intf} lookup {table} pref {pref}",
-            ]
-            repair = [f"ip rule del pref {pref}", f"ip route del unreachable default table {table}"]
-    elif label == "DI":
-        params = {"interface": intf}
-        routes = [f"ip route add {r}" for r in topo.routes_through(node, intf)]
-        if method == 1:
-            inject = [f"ifconfig {intf} down"]
-            repair = [f"ifconfig {intf} up", *routes]
-        elif method == 2:
-            inject = [f"ip link set {intf} down"]
-            repair = [f"ip link set {intf} up", *routes]
-        elif method == 3:
-            params["mtu"] = 68
-            inject = [f"ip link set {intf} mtu 68"]
-            repair = [f"ip link set {intf} mtu 1500"]
-        else:
-            inject = [f"ip link set {intf} arp off"]
-            repair = [f"ip link set {intf} arp on"]
-    elif label == "RI":
-        params = {"interface": intf}
-        address, length = cidr.split("/")
-        inject = [f"ip addr flush dev {intf}"]
-        # The repair adds the right address before removing the wrong one: a wrong address
-        # can still carry some traffic (a router's own address with /31 answers pings), so
-        # removing it first would be a step that loses reachable pairs.
-        repair = [f"ip addr add {cidr} brd + dev {intf}"]
-        routes = [f"ip route add {r}" for r in topo.routes_through(node, intf)]
-        wrong = None
-        if method == 2:
-            wrong = f"10.{rng.randint(100, 250)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}/24"
-        elif method == 3:
-            masks = (31, 32) if length == "30" else (30, 31, 32)
-            mask = rng.choice(masks)
-            params["mask"] = mask
-            wrong = f"{address}/{mask}"
-        elif method == 4:
-            # another subnet's address. A router takes the router address of another subnet
-            # it serves itself (the paper's duplicate); otherwise an address no node pings
-            # (.200-.250), because owning another node's probe address would make that pair
-            # look reachable and its repair look like a loss.
-            own = _subnet_of_cidr(cidr)
-            mine = []
-            if _kind(machine) == "R":
-                mine = [k for k in topo.router_subnets(int(machine[1:])) if k != own]
-            if mine:
-                j = rng.choice(mine)
-                wrong = f"192.168.{j}.1/24"
-            else:
-                j = rng.choice([k for k in subnets if k != own])
-                wrong = f"192.168.{j}.{rng.randint(200, 250)}/24"
-            params["duplicate_of"] = j
-        if wrong is not None:
-            params["address"] = wrong
-            inject.append(f"ip addr add {wrong} dev {intf}")
-            repair.append(f"ip addr del {wrong} dev {intf}")
-        # routes last: the wrong address's connected route may hold the same prefix
-        repair += routes
-    elif label == "DT":
-        if method in (1, 2, 3):
-            k = rng.choice(subnets)
-            params = {"subnet": k}
-            target = "DROP" if method in (1, 3) else "REJECT"
-            proto = " -p icmp" if method == 3 else ""
-            sub = f"192.168.{k}.0/24"
-            rules = [f"INPUT -s {sub}{proto} -j {target}", f"OUTPUT -d {sub}{proto} -j {target}"]
-            inject = [f"iptables -A {rule}" for rule in rules]
-            repair = [f"iptables -D {rule}" for rule in rules]
-        else:
-            delay_ms = rng.randint(1000, 5000)
-            rate_bit = math.ceil(ECHO_FRAME_BYTES * 8 * 1000 / delay_ms)
-            params = {"interface": intf, "delay_ms": delay_ms, "rate_bit": rate_bit}
-            inject = [f"tc qdisc add dev {intf} root tbf rate {rate_bit}bit burst 128 latency 30s"]
-            repair = [f"tc qdisc del dev {intf} root"]
-    elif method <= 6:  # WR on a router
-        inject, repair, params = _wrong_route_router(method, machine, topo, rng)
-    else:  # WR on a host
-        inject, repair, params = _wrong_route_host(method, machine, topo, rng)
+    intf, cidr = rng.choice(_interfaces(topo, machine))
+    made = kind.make(FaultSite(machine, topo, rng, intf, cidr))
     return {
         "label": label,
-        "type": FAULT_TYPES[label],
+        "type": kind.type,
         "method": method,
-        "name": name,
+        "name": kind.name,
         "machine": machine,
-        "params": params,
-        "inject": inject,
-        "repair": repair,
+        "params": made.params,
+        "inject": made.inject,
+        "repair": made.repair,
     }
-
-
-def _wrong_route_router(
-    method: int, machine: str, topo: RouteTopology, rng: random.Random
-) -> tuple[list[str], list[str], dict[str, Any]]:
-    index = int(machine[1:])
-    subnets = list(range(1, topo.num_switches + 1))
-    if method <= 4:
-        candidates = [k for k in subnets if _plan_route(topo, machine, k) is not None]
-    else:
-        candidates = subnets
-    a = rng.choice(candidates)
-    cidr = topo.subnet_cidr(a)
-    right = _egress(topo, machine, a)
-    others = [i for i, _c in _interfaces(topo, machine) if i != right]
-    other = rng.choice(others)
-    params: dict[str, Any] = {"subnet": a, "wrong_interface": other}
-    if method in (5, 6):
-        specific = f"192.168.{a}.96/27"
-        wrong = f"blackhole {specific}" if method == 6 else f"{specific} dev {other}"
-        params["wrong_route"] = wrong
-        return [f"ip route add {wrong}"], [f"ip route del {wrong}"], params
-    if method == 1:
-        wrong = f"{cidr} dev {other}"
-    elif method == 2:
-        wrong = f"{cidr} via 10.255.255.254 dev {other} onlink"
-    elif method == 3:
-        metric = rng.randint(5000, 20000)
-        params["metric"] = metric
-        wrong = f"{cidr} dev {other} metric {metric}"
-    else:
-        mine = [k for k in topo.router_subnets(index) if k != a]
-        if mine:
-            b = rng.choice(mine)
-            gateway = topo.host_ip(rng.choice(topo.hosts_of(b)))
-        elif index == 0:
-            gateway = topo.transit_ips(rng.randint(1, topo.num_routers - 1))[1]
-        else:
-            gateway = topo.transit_ips(index)[0]
-        wrong = f"{cidr} via {gateway}"
-    params["wrong_route"] = wrong
-    selector, restore = _plan_route(topo, machine, a) or ("", "")
-    inject = [f"ip route del {selector}", f"ip route add {wrong}"]
-    repair = [f"ip route del {wrong}", f"ip route add {restore}"]
-    return inject, repair, params
-
-
-def _wrong_route_host(
-    method: int, machine: str, topo: RouteTopology, rng: random.Random
-) -> tuple[list[str], list[str], dict[str, Any]]:
-    number = int(machine[1:])
-    subnet = topo.host_subnet(number)
-    gateway = topo.router_ip(subnet)
-    neighbours = [n for n in topo.hosts_of(subnet) if n != number]
-    params: dict[str, Any] = {}
-    if method == 7:
-        wrong_gw = topo.host_ip(rng.choice(neighbours))
-        params["gateway"] = wrong_gw
-        return (
-            [f"ip route replace default via {wrong_gw}"],
-            [f"ip route replace default via {gateway}"],
-            params,
-        )
-    if method == 8:
-        intf = topo.intf(_name(machine), 0)
-        params["gateway"] = "10.255.255.254"
-        return (
-            [f"ip route replace default via 10.255.255.254 dev {intf} onlink"],
-            [f"ip route replace default via {gateway}"],
-            params,
-        )
-    if method == 9:
-        return [f"ip route del default via {gateway}"], [f"ip route add default via {gateway}"], {}
-    b = rng.choice([k for k in range(1, topo.num_switches + 1) if k != subnet])
-    wrong_gw = topo.host_ip(rng.choice(neighbours))
-    wrong = f"{topo.subnet_cidr(b)} via {wrong_gw}"
-    params = {"subnet": b, "wrong_route": wrong}
-    return [f"ip route add {wrong}"], [f"ip route del {wrong}"], params
 
 
 # distractors -------------------------------------------------------------------------------
