@@ -26,9 +26,10 @@ from accounts.agent_selectors import (
     infra_failure_share,
 )
 from accounts.forms_agents import AgentEditForm
-from submissions import preflight
 from submissions.models import Agent, AgentPreflight
 from submissions.selectors import agent_gaps
+from submissions.services import preflight
+from submissions.services.agents import agent_update
 from submissions.view_helpers import flash_service_call
 
 
@@ -132,7 +133,7 @@ def agent_edit_view(request: HttpRequest, agent_id: int) -> HttpResponse:
         data = form.cleaned_data
         flash_service_call(
             request,
-            lambda: preflight.agent_update(
+            lambda: agent_update(
                 agent=agent,
                 actor=request.user,
                 endpoint_url=data["endpoint_url"],

@@ -1,7 +1,9 @@
 """Forms for registering an agent and submitting it, in the browser.
 
-The forms only shape input; every rule (team membership, the outbound guard, agent limits,
-one open submission per agent, the daily quota) is enforced by ``submissions.services``.
+The forms only shape input and mirror some rules for field errors; every rule (team
+membership, the outbound guard, agent limits, the name and lengths, queries per app, one open
+submission per agent, the daily quota) is enforced by the services
+(``submissions.services.agents.agent_register``, ``submissions.services.submissions``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ from django import forms
 from evaluator.registry import app_ids
 from submissions.agent_auth import auth_header_problem
 from submissions.models import Agent, Team
-from submissions.preflight import submittable_apps
+from submissions.services.agents import (
+    AGENT_NAME_PATTERN,
+    API_KEY_MAX_CHARS,
+    ENDPOINT_URL_MAX_CHARS,
+    MODEL_NAME_MAX_CHARS,
+)
+from submissions.services.preflight import submittable_apps
+from submissions.services.submissions import TEAM_QUERIES_PER_APP_MAX
 
 #: Queries per app offered by default on the submit form (the API's default, submissions/apis.py).
 DEFAULT_QUERIES_PER_APP = 30
@@ -27,7 +36,7 @@ def _api_key_field(*, label: str, help_text: str) -> forms.CharField:
     """The optional, masked API key field (``Agent`` stores it encrypted, 4096 characters at
     most)."""
     return forms.CharField(
-        max_length=4096,
+        max_length=API_KEY_MAX_CHARS,
         required=False,
         widget=forms.PasswordInput,
         label=label,
@@ -40,8 +49,10 @@ class _AgentEndpointForm(forms.Form):
     model name and the header the key travels in (validated by ``submissions.agent_auth``).
     Subclasses add ``api_key`` through :func:`_api_key_field` with their own wording."""
 
-    endpoint_url = forms.URLField(max_length=500, label="Endpoint URL", assume_scheme="https")
-    model_name = forms.CharField(max_length=200, required=False)
+    endpoint_url = forms.URLField(
+        max_length=ENDPOINT_URL_MAX_CHARS, label="Endpoint URL", assume_scheme="https"
+    )
+    model_name = forms.CharField(max_length=MODEL_NAME_MAX_CHARS, required=False)
     auth_header = forms.CharField(
         max_length=100,
         required=False,
@@ -73,7 +84,7 @@ class AgentForm(_AgentEndpointForm):
     ]
 
     team = forms.ModelChoiceField(queryset=Team.objects.none())
-    name = forms.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", max_length=100)
+    name = forms.RegexField(AGENT_NAME_PATTERN, max_length=100)
     protocol = forms.ChoiceField(choices=Agent.Protocol.choices)
     api_key = _api_key_field(label="API key", help_text="Stored encrypted; never shown again.")
     apps = forms.MultipleChoiceField(
@@ -103,7 +114,8 @@ class AgentForm(_AgentEndpointForm):
 class SubmitForm(forms.Form):
     """An agent of the user's teams, the apps and queries per app.
 
-    The apps offered are the chosen agent's :func:`~submissions.preflight.submittable_apps`
+    The apps offered are the chosen agent's
+    :func:`~submissions.services.preflight.submittable_apps`
     (after a partial pre-flight exactly the apps whose canary passed), all ticked;
     :attr:`offered` maps every agent's id to its apps for the page's script, which shows the
     chosen agent's apps only.
@@ -116,7 +128,7 @@ class SubmitForm(forms.Form):
         help_text="The apps this agent's pre-flight cleared.",
     )
     queries_per_app = forms.IntegerField(
-        min_value=1, max_value=200, initial=DEFAULT_QUERIES_PER_APP
+        min_value=1, max_value=TEAM_QUERIES_PER_APP_MAX, initial=DEFAULT_QUERIES_PER_APP
     )
 
     def __init__(self, *args: Any, user: Any, agent_id: int | None = None, **kwargs: Any) -> None:

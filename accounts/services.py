@@ -1,7 +1,9 @@
 """Team services: create a team, invite by link, join, remove members.
 
-Every rule lives here so that pages and the API obey the same ones. Rule violations raise
-:class:`TeamError` subclasses (never a bare ``PermissionDenied``) whose message is fit for users.
+Every rule lives here so that pages and the API obey the same ones; this is the site's one
+``team_create``. Rule violations raise :class:`TeamError` subclasses of the services' one error
+root, ``submissions.errors.ServiceError`` (never a bare ``PermissionDenied``), whose message is
+fit for users. Whether a user is a member of a team is ``submissions.services.teams``.
 """
 
 from __future__ import annotations
@@ -13,30 +15,46 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import TeamInvitation, TeamOwnership
+from submissions.errors import ServiceError
 from submissions.models import Team
 
 #: Random bytes in an invitation token (``secrets.token_urlsafe``): 256 bits.
 TOKEN_BYTES = 32
 
 
-class TeamError(Exception):
+class TeamError(ServiceError):
     """A team rule was broken; ``str(error)`` is shown to the user."""
+
+    code = "team"
+    http_status = 400
 
 
 class TeamNameTakenError(TeamError):
     """Another team already has this name."""
 
+    code = "team_name_taken"
+    http_status = 400
+
 
 class NotTeamOwnerError(TeamError):
     """The acting user does not own the team."""
+
+    code = "not_team_owner"
+    http_status = 403
 
 
 class InvitationInvalidError(TeamError):
     """The invitation link is unknown or expired."""
 
+    code = "invitation_invalid"
+    http_status = 404
+
 
 class LastOwnerError(TeamError):
     """The team's only owner cannot be removed."""
+
+    code = "last_owner"
+    http_status = 409
 
 
 def is_owner(team: Team, user: User) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -21,10 +20,10 @@ from accounts.forms import NotificationForm, SignUpForm
 from accounts.forms_agents import AgentForm, SubmitForm
 from accounts.models import TeamOwnership
 from accounts.notifications import notification_settings_get, notification_settings_set
-from submissions import preflight
-from submissions import services as submission_services
 from submissions.errors import ServiceError
 from submissions.models import AgentPreflight, Team
+from submissions.services.agents import agent_register
+from submissions.services.submissions import submission_create
 from submissions.view_helpers import flash_service_call
 
 
@@ -109,7 +108,7 @@ def team_create_view(request: HttpRequest) -> HttpResponse:
     """Create a team owned by the user."""
     try:
         team = services.team_create(user=request.user, name=request.POST.get("name", ""))  # type: ignore[arg-type]
-    except services.TeamError as error:
+    except ServiceError as error:
         messages.error(request, str(error))
     else:
         messages.success(request, f"Team {team.name} created.")
@@ -123,7 +122,7 @@ def invitation_renew_view(request: HttpRequest, team_id: int) -> HttpResponse:
     team = get_object_or_404(Team, pk=team_id)
     try:
         services.invitation_renew(team=team, by=request.user)  # type: ignore[arg-type]
-    except services.TeamError as error:
+    except ServiceError as error:
         messages.error(request, str(error))
     return redirect("accounts:team")
 
@@ -138,7 +137,6 @@ def member_remove_view(request: HttpRequest, team_id: int, user_id: int) -> Http
         request,
         lambda: services.member_remove(team=team, by=request.user, member=member),  # type: ignore[arg-type]
         success=f"{member.get_username()} removed from {team.name}.",
-        errors=(services.TeamError,),
     )
     return redirect("accounts:team")
 
@@ -160,25 +158,23 @@ def join_page(request: HttpRequest, token: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def agent_new_page(request: HttpRequest) -> HttpResponse:
-    """Register an agent of one of the user's teams (rules: ``submissions.services``), start
-    its pre-flight (``submissions.preflight``) and open its agent page."""
+    """Register an agent of one of the user's teams and start its pre-flight (every rule:
+    ``submissions.services.agents.agent_register``), then open its agent page."""
     form = AgentForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            with transaction.atomic():
-                agent = submission_services.agent_create(
-                    team=data["team"],
-                    name=data["name"],
-                    endpoint_url=data["endpoint_url"],
-                    protocol=data["protocol"],
-                    model_name=data["model_name"],
-                    api_key=data["api_key"],
-                    apps=data["apps"],
-                    actor=request.user,
-                )
-                preflight.agent_auth_header_set(agent=agent, name=data["auth_header"])
-                preflight.preflight_start(agent=agent, actor=request.user)
+            agent, _ = agent_register(
+                team=data["team"],
+                actor=request.user,
+                name=data["name"],
+                endpoint_url=data["endpoint_url"],
+                protocol=data["protocol"],
+                model_name=data["model_name"],
+                api_key=data["api_key"],
+                auth_header=data["auth_header"],
+                apps=data["apps"],
+            )
         except ServiceError as error:
             form.add_error(None, str(error))
         else:
@@ -201,7 +197,7 @@ def submit_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            submission = submission_services.submission_create(
+            submission = submission_create(
                 agent=data["agent"],
                 apps=data["apps"],
                 queries_per_app=data["queries_per_app"],

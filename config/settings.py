@@ -152,8 +152,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env.int("NETARENA_API_PAGE_SIZE", default=50),
     "DEFAULT_THROTTLE_CLASSES": [
-        "config.throttling.AnonRateThrottle",
-        "config.throttling.UserRateThrottle",
+        "submissions.throttling.AnonRateThrottle",
+        "submissions.throttling.UserRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "anon": env("NETARENA_API_ANON_RATE", default="120/min"),
@@ -161,7 +161,7 @@ REST_FRAMEWORK = {
     },
     # A JSON parser that answers 400 to bodies nested too deeply (DRF's gives a 500).
     "DEFAULT_PARSER_CLASSES": [
-        "config.parsers.BoundedJSONParser",
+        "submissions.api_parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],

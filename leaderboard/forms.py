@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 
 from evaluator.registry import app_ids, get_app
+from submissions.services.submissions import ROUND_QUERIES_PER_APP_MAX
 
 
 def _app_choices() -> list[tuple[str, str]]:
@@ -17,7 +18,9 @@ class RoundForm(forms.Form):
     """Apps (all registered by default) and queries per app for a new round."""
 
     apps = forms.MultipleChoiceField(choices=_app_choices, widget=forms.CheckboxSelectMultiple)
-    queries_per_app = forms.IntegerField(min_value=1, max_value=1000, initial=30)
+    queries_per_app = forms.IntegerField(
+        min_value=1, max_value=ROUND_QUERIES_PER_APP_MAX, initial=30
+    )  # mirrors the service's rule for field errors
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("initial", {}).setdefault("apps", app_ids())

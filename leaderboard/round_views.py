@@ -1,6 +1,6 @@
 """Round pages: the list, one round (commitment, progress, paired standings) and, for staff,
 starting and closing rounds. Thin: data from ``submissions.round_selectors``, changes through
-``submissions.services``."""
+``submissions.services.rounds``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from django.views.decorators.http import require_POST
 
 from evaluator.registry import get_app
 from leaderboard.forms import RoundForm
-from submissions import services
 from submissions.errors import ServiceError
 from submissions.models import Round
 from submissions.round_selectors import (
@@ -22,6 +21,7 @@ from submissions.round_selectors import (
     round_standings,
     rounds_list,
 )
+from submissions.services import rounds
 from submissions.view_helpers import flash_service_call
 
 
@@ -98,7 +98,7 @@ def round_new_page(request: HttpRequest) -> HttpResponse:
     form = RoundForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            evaluation_round = services.round_create(
+            evaluation_round = rounds.round_create(
                 apps=form.cleaned_data["apps"],
                 queries_per_app=form.cleaned_data["queries_per_app"],
                 created_by=request.user,
@@ -118,7 +118,7 @@ def round_close_view(request: HttpRequest, number: int) -> HttpResponse:
     evaluation_round = _round_or_404(number)
     flash_service_call(
         request,
-        lambda: services.round_close(round_id=evaluation_round.pk),
+        lambda: rounds.round_close(round_id=evaluation_round.pk),
         success=f"Closed {evaluation_round}: seed and salt are public.",
     )
     return redirect("leaderboard:round", number=number)

@@ -27,9 +27,10 @@ def platform_queues() -> list[str]:
 
 
 def _celery_app() -> Any:
-    from config.celery import app
+    """The Celery application the project configured (Celery's current app)."""
+    from celery import current_app
 
-    return app
+    return current_app
 
 
 @dataclasses.dataclass

@@ -50,12 +50,13 @@ _lock = threading.Lock()
 def queue_depths() -> dict[str, int]:
     """Waiting tasks per platform queue, read from the Redis broker (``LLEN`` of the queue's
     list, as kombu's Redis transport stores it). Empty when the broker cannot be reached."""
-    from config.celery import app
+    from celery import current_app
+
     from ops.health import platform_queues
 
     depths: dict[str, int] = {}
     try:
-        with app.connection_for_read() as connection:
+        with current_app.connection_for_read() as connection:
             client = connection.default_channel.client
             for queue in platform_queues():
                 depths[queue] = int(client.llen(queue))

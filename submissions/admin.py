@@ -15,7 +15,8 @@ from django.http import HttpRequest
 
 from submissions.errors import ServiceError
 from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
-from submissions.services import agent_endpoint_check, round_create
+from submissions.services.endpoints import agent_endpoint_check
+from submissions.services.rounds import round_create
 
 
 @admin.register(Team)
@@ -34,7 +35,7 @@ class AgentAdminForm(forms.ModelForm):
         exclude = ("secret_encrypted",)
 
     def clean(self) -> dict[str, Any]:
-        """Run ``services.agent_endpoint_check`` on the endpoint (as registration does)."""
+        """Run ``endpoints.agent_endpoint_check`` on the endpoint (as registration does)."""
         cleaned = super().clean() or {}
         url = cleaned.get("endpoint_url")
         if url:

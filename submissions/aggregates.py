@@ -6,7 +6,8 @@ sums of squares for the Student-t intervals of the means), so that the standings
 agents read a few thousand small rows instead of scanning a million episodes per request.
 
 - :func:`aggregate_refresh` recomputes one episode's group from its episodes; the service that
-  stores a verdict calls it in the same transaction (``submissions.services._episode_store``).
+  stores a verdict calls it in the same transaction
+  (``submissions.services.episodes._episode_store``).
   Recomputing the group rather than adding the episode makes the call idempotent (a redelivered
   task, a verdict stored twice), and the row lock it takes serialises concurrent refreshes of
   one group, so the last writer always saw every committed episode.

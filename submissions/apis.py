@@ -25,16 +25,29 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.parsers import BoundedJSONParser
-from config.throttling import AnonRateThrottle, UserRateThrottle
 from evaluator.agents import PROTOCOLS
 from evaluator.registry import app_ids
-from submissions import preflight, selectors, services
+from submissions import selectors
+from submissions.api_parsers import BoundedJSONParser
 from submissions.errors import NotTeamMemberError, NotYourAgentError, ServiceError
 from submissions.models import Agent, EpisodeRecord, Round, Submission
 from submissions.progress import submission_infrastructure_failures, submission_progress
 from submissions.result_selectors import submission_result
 from submissions.round_selectors import round_get, round_progress, round_standings
+from submissions.services import preflight
+from submissions.services.agents import (
+    AGENT_NAME_PATTERN,
+    API_KEY_MAX_CHARS,
+    ENDPOINT_URL_MAX_CHARS,
+    MODEL_NAME_MAX_CHARS,
+    agent_register,
+)
+from submissions.services.submissions import (
+    TEAM_QUERIES_PER_APP_MAX,
+    submission_cancel,
+    submission_create,
+)
+from submissions.throttling import AnonRateThrottle, UserRateThrottle
 
 
 def _error(detail: str, code: str, http_status: int) -> Response:
@@ -100,14 +113,21 @@ class AgentSerializer(serializers.ModelSerializer[Agent]):
 
 
 class AgentCreateSerializer(serializers.Serializer[dict[str, Any]]):
-    """Input of ``POST /api/v1/agents/``; ``api_key`` is write-only and stored encrypted."""
+    """Input of ``POST /api/v1/agents/``; ``api_key`` is write-only and stored encrypted.
+
+    The bounds mirror ``submissions.services.agents`` for field errors; the service decides.
+    """
 
     team = serializers.CharField(max_length=100)
-    name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-    endpoint_url = serializers.URLField(max_length=500)
+    name = serializers.RegexField(AGENT_NAME_PATTERN)
+    endpoint_url = serializers.URLField(max_length=ENDPOINT_URL_MAX_CHARS)
     protocol = serializers.ChoiceField(choices=list(PROTOCOLS))
-    model_name = serializers.CharField(max_length=200, required=False, default="")
-    api_key = serializers.CharField(max_length=4096, required=False, default="", write_only=True)
+    model_name = serializers.CharField(
+        max_length=MODEL_NAME_MAX_CHARS, required=False, default=""
+    )
+    api_key = serializers.CharField(
+        max_length=API_KEY_MAX_CHARS, required=False, default="", write_only=True
+    )
 
 
 class AgentListCreateApi(generics.ListAPIView[Agent]):
@@ -149,16 +169,15 @@ class AgentListCreateApi(generics.ListAPIView[Agent]):
             team = selectors.team_get_for_member(name=data["team"], user=request.user)
             if team is None:
                 raise NotTeamMemberError("you are not a member of this team")
-            agent = services.agent_create(
+            agent, _ = agent_register(
                 team=team,
+                actor=request.user,
                 name=data["name"],
                 endpoint_url=data["endpoint_url"],
                 protocol=data["protocol"],
                 model_name=data["model_name"],
                 api_key=data["api_key"],
-                actor=request.user,
             )
-            preflight.preflight_start(agent=agent, actor=request.user)  # runs on commit
         except ServiceError as exc:
             return _service_error(exc)
         return Response({"id": agent.pk, "name": agent.name, "team": team.name}, status=201)
@@ -169,7 +188,9 @@ class SubmissionCreateSerializer(serializers.Serializer[dict[str, Any]]):
 
     agent = serializers.IntegerField()
     apps = serializers.ListField(child=serializers.ChoiceField(choices=app_ids()), min_length=1)
-    queries_per_app = serializers.IntegerField(min_value=1, max_value=200, default=30)
+    queries_per_app = serializers.IntegerField(
+        min_value=1, max_value=TEAM_QUERIES_PER_APP_MAX, default=30
+    )  # mirrors the service's rule for field errors
 
 
 class SubmissionSerializer(serializers.ModelSerializer[Submission]):
@@ -204,9 +225,9 @@ class SubmissionListCreateApi(generics.ListAPIView[Submission]):
     """``GET /api/v1/submissions/``: the submissions of the caller's teams' agents, newest
     first (paginated); ``POST``: evaluate one of the caller's agents on fresh queries.
 
-    Quotas (enforced by ``services.submission_create``): one open submission per agent, and
-    ``SUBMISSIONS_PER_TEAM_PER_DAY`` per team (platform failures are free; cancelled
-    submissions count).
+    Quotas (enforced by ``submissions.services.submissions.submission_create``): one open
+    submission per agent, and ``SUBMISSIONS_PER_TEAM_PER_DAY`` per team (platform failures are
+    free; cancelled submissions count).
     """
 
     permission_classes = [IsAuthenticated]
@@ -243,7 +264,7 @@ class SubmissionListCreateApi(generics.ListAPIView[Submission]):
             agent = selectors.agent_get(agent_id=data["agent"])
             if agent is None:
                 raise NotYourAgentError("no such agent among your teams")
-            submission = services.submission_create(
+            submission = submission_create(
                 agent=agent,
                 apps=data["apps"],
                 queries_per_app=data["queries_per_app"],
@@ -416,7 +437,7 @@ class SubmissionCancelApi(APIView):
         if submission is None:
             return _error("no such submission", "not_found", 404)
         try:
-            submission = services.submission_cancel(submission=submission, actor=request.user)
+            submission = submission_cancel(submission=submission, actor=request.user)
         except ServiceError as exc:
             return _service_error(exc)
         return Response(submission_progress(submission=submission).to_dict())

@@ -1,10 +1,11 @@
-"""Typed errors of the submission services (HackSoft style: services raise, APIs map).
+"""Typed errors of the site's services (services raise, APIs and pages map the root once).
 
-Every rule of the site (team membership, the outbound guard on agent endpoints, one open
-submission per agent, the team's daily quota, the cap of agents per team) raises one of these,
-whoever calls the service: the REST API, the admin, the round machinery or a management
-command. Each class carries a stable machine-readable ``code`` and the HTTP status an API
-answers with; the message (``str(error)``) is user-facing and never contains internal detail
+Every rule of the site (team membership, the outbound guard on agent endpoints, the agent's
+pre-flight, one open submission per agent, the team's daily quota, the cap of agents per team,
+and the team rules of ``accounts.services``) raises a subclass of :class:`ServiceError`,
+whoever calls the service: the REST API, the pages, the admin, the round machinery or a
+management command. Each class carries a stable machine-readable ``code`` and the HTTP status
+an API answers with; the message (``str(error)``) is user-facing and never contains internal detail
 (addresses the server resolved, allow-lists): that goes to the log.
 """
 
@@ -63,6 +64,14 @@ class AgentLimitError(ServiceError):
 
     code = "agent_limit"
     http_status = 400
+
+
+class PreflightNotPassedError(ServiceError):
+    """The agent's latest pre-flight failed or has not finished (or, partial, did not clear
+    the apps asked for): no team submission yet."""
+
+    code = "preflight"
+    http_status = 409
 
 
 class SubmissionInProgressError(ServiceError):

@@ -1,4 +1,4 @@
-"""Celery task of the agent pre-flight (``submissions/preflight.py``), queue ``control``.
+"""Celery task of the agent pre-flight (``submissions/services/preflight.py``), queue ``control``.
 
 The soft time limit closes an endpoint that keeps the checks busy as a failed pre-flight; the
 hard limit (and ``preflight.stale_after_s`` above it) means no pre-flight stays ``running``.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from submissions import preflight
+from submissions.services import preflight
 
 #: Seconds a pre-flight may take in total (three canaries at the 60 s reply deadline fit).
 SOFT_TIME_LIMIT_S = 600

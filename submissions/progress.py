@@ -13,7 +13,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from submissions.models import EpisodeRecord, Submission
-from submissions.services import infrastructure_error_kind
+from submissions.services.episodes import infrastructure_error_kind
 
 _OPEN = (Submission.Status.QUEUED, Submission.Status.RUNNING)
 _UNFINISHED = (EpisodeRecord.Status.PENDING, EpisodeRecord.Status.RUNNING)

@@ -18,7 +18,7 @@ import httpx
 
 from evaluator.registry import get_app
 from submissions.models import Agent, Team
-from submissions.services import agent_create
+from submissions.services.agents import agent_create
 
 REFERENCE_TEAM = "NetArena reference"
 

@@ -2,8 +2,9 @@
 
 The buttons (cancel a submission, run an agent's pre-flight again, edit an agent, close a
 round, remove a team member) each call one service function, which enforces every rule and
-raises a typed error when it refuses (``submissions.errors``, ``accounts.services.TeamError``);
-the view shows that error's user-facing text, or a success note, on the page it redirects to.
+raises a typed error when it refuses (a ``submissions.errors.ServiceError``, the one root of
+every service error, ``accounts.services.TeamError`` among them); the view shows that error's
+user-facing text, or a success note, on the page it redirects to.
 """
 
 from __future__ import annotations

@@ -9,11 +9,11 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from submissions import services
 from submissions.models import Submission
 from submissions.progress import submission_progress
 from submissions.result_selectors import submission_result_document
 from submissions.selectors import submission_get
+from submissions.services import submissions
 from submissions.view_helpers import flash_service_call
 
 
@@ -58,7 +58,7 @@ def submission_cancel_view(request: HttpRequest, submission_id: int) -> HttpResp
     submission = _submission_or_404(submission_id)
     flash_service_call(
         request,
-        lambda: services.submission_cancel(submission=submission, actor=request.user),
+        lambda: submissions.submission_cancel(submission=submission, actor=request.user),
         success=f"Submission {submission.pk} cancelled.",
     )
     return redirect("leaderboard:submission", submission_id=submission.pk)

@@ -72,7 +72,7 @@ def test_submit_page_defaults_to_all_apps_and_creates_a_submission(
     form = client.get(reverse("accounts:submit")).content.decode()
     for app_id in app_ids():
         assert f'value="{app_id}"' in form and "checked" in form
-    with mock.patch("submissions.services._send_task"):
+    with mock.patch("submissions.services.dispatch.task_send"):
         response = client.post(
             reverse("accounts:submit"),
             {"agent": agent.pk, "apps": app_ids(), "queries_per_app": 3},
@@ -82,7 +82,7 @@ def test_submit_page_defaults_to_all_apps_and_creates_a_submission(
     assert submission.apps == app_ids() and submission.queries_per_app == 3
     assert submission.status == "queued"
     # One open submission per agent: the second is refused on the form.
-    with mock.patch("submissions.services._send_task"):
+    with mock.patch("submissions.services.dispatch.task_send"):
         again = client.post(
             reverse("accounts:submit"),
             {"agent": agent.pk, "apps": app_ids(), "queries_per_app": 3},

@@ -15,8 +15,9 @@ from django.utils import timezone
 from accounts import notifications
 from accounts import services as team_services
 from evaluator.testing import GuessApp, registered_app
-from submissions import services
 from submissions.models import Agent, EpisodeRecord, Submission
+from submissions.services import episodes as episode_services
+from submissions.services import submissions as submission_services
 from submissions.signals import submission_closed
 from tests.submissions.test_services import OracleClient
 
@@ -30,7 +31,7 @@ def team_agent(monkeypatch: pytest.MonkeyPatch, settings: Any) -> Any:
     """A team of three: ``ana`` (wants mail), ``ben`` (turned it off), ``cy`` (no address);
     its agent answers the toy app in-process."""
     settings.NETARENA = {**settings.NETARENA, "SITE_URL": "https://board.example.org/"}
-    monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient("seven"))
+    monkeypatch.setattr(episode_services, "agent_client_build", lambda agent: OracleClient("seven"))
     ana = User.objects.create_user("ana", "ana@example.org", PASSWORD)
     ben = User.objects.create_user("ben", "ben@example.org", PASSWORD)
     cy = User.objects.create_user("cy", "", PASSWORD)
@@ -46,11 +47,11 @@ def team_agent(monkeypatch: pytest.MonkeyPatch, settings: Any) -> Any:
 
 def _submit(agent: Agent, capture: Any, queries: int = 3) -> Submission:
     with capture(execute=False):
-        submission = services.submission_create(
+        submission = submission_services.submission_create(
             agent=agent, apps=["guess"], queries_per_app=queries
         )
     with capture(execute=False):
-        services.submission_prepare(submission_id=submission.pk)
+        submission_services.submission_prepare(submission_id=submission.pk)
     return submission
 
 
@@ -60,7 +61,7 @@ def test_sent_once_to_members_who_want_it(
     submission = _submit(team_agent, django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks(execute=True):
         for episode in EpisodeRecord.objects.filter(submission=submission):
-            services.episode_execute(episode_id=episode.pk)
+            episode_services.episode_execute(episode_id=episode.pk)
     submission.refresh_from_db()
     assert submission.status == "finished" and submission.notified_at is not None
     assert len(mail.outbox) == 1
@@ -76,7 +77,7 @@ def test_sent_once_to_members_who_want_it(
 
     # closing again, the signal again, the service again: nothing more
     with django_capture_on_commit_callbacks(execute=True):
-        services.submission_close_if_complete(submission_id=submission.pk)
+        submission_services.submission_close_if_complete(submission_id=submission.pk)
     submission_closed.send(sender=Submission, submission_id=submission.pk)
     assert notifications.submission_finished_notify(submission_id=submission.pk) == 0
     assert len(mail.outbox) == 1
@@ -89,7 +90,7 @@ def test_the_next_submission_says_how_it_differs(
         submission = _submit(team_agent, django_capture_on_commit_callbacks)
         with django_capture_on_commit_callbacks(execute=True):
             for episode in EpisodeRecord.objects.filter(submission=submission):
-                services.episode_execute(episode_id=episode.pk)
+                episode_services.episode_execute(episode_id=episode.pk)
     assert len(mail.outbox) == 2
     assert "vs submission" in mail.outbox[1].body and "unpaired" in mail.outbox[1].body
 
@@ -98,18 +99,22 @@ def test_a_failed_submission_is_announced_and_a_cancelled_one_is_not(
     team_agent: Agent, django_capture_on_commit_callbacks: Any
 ) -> None:
     with django_capture_on_commit_callbacks(execute=False):
-        stale = services.submission_create(agent=team_agent, apps=["guess"], queries_per_app=2)
+        stale = submission_services.submission_create(
+            agent=team_agent, apps=["guess"], queries_per_app=2
+        )
     Submission.objects.filter(pk=stale.pk).update(created_at=timezone.now() - timedelta(days=1))
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.submissions_expire(max_wait_s=60) == 1
+        assert submission_services.submissions_expire(max_wait_s=60) == 1
     assert len(mail.outbox) == 1
     assert "failed" in mail.outbox[0].subject and "no quota" in mail.outbox[0].body
 
     ana = User.objects.get(username="ana")
     with django_capture_on_commit_callbacks(execute=False):
-        cancelled = services.submission_create(agent=team_agent, apps=["guess"], queries_per_app=2)
+        cancelled = submission_services.submission_create(
+            agent=team_agent, apps=["guess"], queries_per_app=2
+        )
     with django_capture_on_commit_callbacks(execute=True):
-        services.submission_cancel(submission=cancelled, actor=ana)
+        submission_services.submission_cancel(submission=cancelled, actor=ana)
     submission_closed.send(sender=Submission, submission_id=cancelled.pk)
     assert len(mail.outbox) == 1
 
@@ -122,7 +127,7 @@ def test_a_mail_server_that_refuses_fails_nothing(
     submission = _submit(team_agent, django_capture_on_commit_callbacks, queries=1)
     with django_capture_on_commit_callbacks(execute=True):
         for episode in EpisodeRecord.objects.filter(submission=submission):
-            services.episode_execute(episode_id=episode.pk)
+            episode_services.episode_execute(episode_id=episode.pk)
     submission.refresh_from_db()
     assert submission.status == "finished" and submission.notified_at is not None
 

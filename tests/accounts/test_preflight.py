@@ -26,10 +26,13 @@ from evaluator.agents import LOOPBACK_NETWORKS
 from evaluator.reference.agents import make_served_agent
 from evaluator.reference.server import RunningServer, build_asgi_app, serve_in_thread
 from evaluator.registry import app_ids
-from submissions import preflight, services
 from submissions.errors import QuotaExceededError
 from submissions.models import Agent, AgentPreflight, Submission, Team
 from submissions.preflight_tasks import agent_preflight
+from submissions.services import agents as agent_services
+from submissions.services import endpoints as endpoint_services
+from submissions.services import preflight
+from submissions.services import submissions as submission_services
 
 pytestmark = pytest.mark.django_db
 
@@ -67,7 +70,9 @@ def team_on_loopback(monkeypatch: pytest.MonkeyPatch, settings: Any) -> Callable
         ports = frozenset({*settings.NETARENA["AGENT_PORTS"], port})
         settings.NETARENA = {**settings.NETARENA, "AGENT_PORTS": ports}
         monkeypatch.setattr(
-            services, "agent_allowed_networks", lambda *, reference: list(LOOPBACK_NETWORKS)
+            endpoint_services,
+            "agent_allowed_networks",
+            lambda *, reference: list(LOOPBACK_NETWORKS),
         )
 
     return allow
@@ -296,7 +301,7 @@ def test_a_stale_running_preflight_counts_as_failed(settings) -> None:
         created_at=timezone.now() - timedelta(seconds=preflight.stale_after_s() + 1)
     )
     with pytest.raises(preflight.PreflightNotPassedError, match="failed"):
-        services.submission_create(agent=agent, apps=["malt"], queries_per_app=1)
+        submission_services.submission_create(agent=agent, apps=["malt"], queries_per_app=1)
     assert not Submission.objects.exists()
     # read outside the refused submission's transaction, the stale run is closed for good
     latest = preflight.preflight_latest(agent=agent)
@@ -309,7 +314,7 @@ def test_a_running_preflight_blocks_until_it_finishes() -> None:
     agent = _team_agent(_team(), "https://93.184.215.14/")
     preflight.preflight_start(agent=agent)
     with pytest.raises(preflight.PreflightNotPassedError, match="still running"):
-        services.submission_create(agent=agent, apps=["malt"], queries_per_app=1)
+        submission_services.submission_create(agent=agent, apps=["malt"], queries_per_app=1)
     assert not Submission.objects.exists()
 
 
@@ -330,23 +335,29 @@ def test_failed_preflight_blocks_submission_and_costs_no_quota(
     assert _run(agent).status == "failed"
     for _ in range(3):  # refused every time, and never counted
         with pytest.raises(preflight.PreflightNotPassedError) as info:
-            services.submission_create(agent=agent, apps=["malt"], queries_per_app=1, actor=user)
+            submission_services.submission_create(
+                agent=agent, apps=["malt"], queries_per_app=1, actor=user
+            )
         assert info.value.code == "preflight" and "no quota was used" in str(info.value)
     assert not Submission.objects.exists()
 
     # fixed endpoint: the new pre-flight passes and the one submission of the day is free
     with django_capture_on_commit_callbacks(execute=False):
-        edited = preflight.agent_update(
+        edited = agent_services.agent_update(
             agent=agent, actor=user, endpoint_url=good.url, model_name="m-2"
         )
     agent_preflight(edited.pk)
     edited.refresh_from_db()
     assert edited.status == "passed", edited.checks
     with django_capture_on_commit_callbacks(execute=False):
-        services.submission_create(agent=agent, apps=["malt"], queries_per_app=1, actor=user)
+        submission_services.submission_create(
+            agent=agent, apps=["malt"], queries_per_app=1, actor=user
+        )
     Submission.objects.update(status="finished")
     with pytest.raises(QuotaExceededError):
-        services.submission_create(agent=agent, apps=["malt"], queries_per_app=1, actor=user)
+        submission_services.submission_create(
+            agent=agent, apps=["malt"], queries_per_app=1, actor=user
+        )
 
 
 def test_reference_agents_and_agents_without_a_preflight_are_not_blocked(
@@ -368,8 +379,8 @@ def test_reference_agents_and_agents_without_a_preflight_are_not_blocked(
         status="failed",
     )
     with django_capture_on_commit_callbacks(execute=False):
-        services.submission_create(agent=legacy, apps=["malt"], queries_per_app=1)
-        services.submission_create(agent=reference, apps=["malt"], queries_per_app=1)
+        submission_services.submission_create(agent=legacy, apps=["malt"], queries_per_app=1)
+        submission_services.submission_create(agent=reference, apps=["malt"], queries_per_app=1)
     assert Submission.objects.count() == 2
 
 

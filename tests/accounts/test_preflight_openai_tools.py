@@ -17,9 +17,9 @@ import pytest
 from evaluator.reference.agents import make_served_agent
 from evaluator.reference.server import RunningServer, build_asgi_app, serve_in_thread
 from evaluator.registry import app_ids
-from submissions import preflight
 from submissions.models import Agent, AgentPreflight, Team
 from submissions.preflight_tasks import agent_preflight
+from submissions.services import preflight
 
 pytestmark = pytest.mark.django_db
 

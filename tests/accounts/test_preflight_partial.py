@@ -20,9 +20,11 @@ from accounts import services as team_services
 from evaluator.reference.agents import make_served_agent
 from evaluator.reference.server import build_asgi_app, serve_in_thread
 from evaluator.registry import app_ids
-from submissions import preflight, services
 from submissions.models import Agent, AgentPreflight, Submission
 from submissions.preflight_tasks import agent_preflight
+from submissions.services import agents as agent_services
+from submissions.services import preflight
+from submissions.services import submissions as submission_services
 
 pytestmark = pytest.mark.django_db
 
@@ -48,7 +50,7 @@ def route_only_url(tmp_path: Path, settings: Any) -> Iterator[str]:
 def _agent(url: str, apps: list[str] | None = None) -> tuple[User, Agent]:
     user = User.objects.create_user("mia", "mia@example.org", PASSWORD)
     team = team_services.team_create(user=user, name="mia-team")
-    agent = services.agent_create(
+    agent = agent_services.agent_create(
         team=team,
         name="walk",
         endpoint_url=url,
@@ -75,11 +77,13 @@ def test_partial_preflight_names_the_apps_and_clears_only_those(route_only_url: 
     guard = next(c for c in checks if c["name"] == "guard")
     assert "a loopback address" in guard["message"] and "public" not in guard["message"]
 
-    submission = services.submission_create(agent=agent, apps=["route"], queries_per_app=1)
+    submission = submission_services.submission_create(
+        agent=agent, apps=["route"], queries_per_app=1
+    )
     assert submission.apps == ["route"]
     submission.delete()
     with pytest.raises(preflight.PreflightNotPassedError) as refused:
-        services.submission_create(agent=agent, apps=app_ids(), queries_per_app=1)
+        submission_services.submission_create(agent=agent, apps=app_ids(), queries_per_app=1)
     message = str(refused.value)
     assert "passed for route only" in message and all(a in message for a in others)
 

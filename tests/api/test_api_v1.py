@@ -9,8 +9,10 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from evaluator.testing import GuessApp, registered_app
-from submissions import services
 from submissions.models import Agent, EpisodeRecord, Submission, Team
+from submissions.services import episodes as episode_services
+from submissions.services import rounds as round_services
+from submissions.services import submissions as submission_services
 
 pytestmark = pytest.mark.django_db
 
@@ -48,8 +50,10 @@ def _agent(team: Team, name: str) -> Agent:
 
 def _open_submission(agent: Agent, captured, count: int = 3) -> Submission:
     with captured(execute=False):
-        submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=count)
-        services.submission_prepare(submission_id=submission.pk)
+        submission = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=count
+        )
+        submission_services.submission_prepare(submission_id=submission.pk)
     submission.refresh_from_db()
     return submission
 
@@ -123,9 +127,9 @@ def test_detail_lists_infrastructure_failures(toy_app, blue, django_capture_on_c
     submission = _open_submission(_agent(team, "bot"), django_capture_on_commit_callbacks, 2)
     episode = submission.episodes.order_by("index").first()
     assert episode is not None
-    claimed = services._episode_claim(episode.pk)
+    claimed = episode_services._episode_claim(episode.pk)
     assert claimed is not None
-    services._episode_close_error(claimed, "EmulatorError: k8s apiserver down")
+    episode_services._episode_close_error(claimed, "EmulatorError: k8s apiserver down")
     detail = client.get(f"/api/v1/submissions/{submission.pk}/").json()
     assert detail["infrastructure_failures"] == [
         {
@@ -146,7 +150,7 @@ def test_rounds_list_and_detail_hide_the_seed_until_closed(
     client, _, team = blue
     _agent(team, "bot")
     with django_capture_on_commit_callbacks(execute=False):
-        evaluation_round = services.round_create(apps=["guess"], queries_per_app=2)
+        evaluation_round = round_services.round_create(apps=["guess"], queries_per_app=2)
     rounds = APIClient().get("/api/v1/rounds/").json()
     assert rounds["count"] == 1
     row = rounds["results"][0]

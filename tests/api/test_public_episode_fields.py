@@ -8,10 +8,10 @@ import pytest
 from rest_framework.test import APIClient
 
 from evaluator.testing import GuessApp, registered_app
-from submissions import services
 from submissions.apis import EpisodeSerializer
 from submissions.models import Agent, EpisodeRecord, Team
 from submissions.selectors import PUBLIC_EPISODE_FIELDS, submission_episode_rows
+from submissions.services import submissions as submission_services
 
 pytestmark = pytest.mark.django_db
 
@@ -47,8 +47,10 @@ def test_every_episode_listing_shows_exactly_the_public_fields(
     )
     with registered_app({"guess": GuessApp}):
         with django_capture_on_commit_callbacks(execute=False):
-            submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=2)
-            services.submission_prepare(submission_id=submission.pk)
+            submission = submission_services.submission_create(
+                agent=agent, apps=["guess"], queries_per_app=2
+            )
+            submission_services.submission_prepare(submission_id=submission.pk)
     episode = EpisodeRecord.objects.filter(submission=submission).first()
     assert episode is not None
     query = dict(episode.query)

@@ -14,8 +14,10 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from rest_framework.authtoken.models import Token
 
-from submissions import services
 from submissions.models import Agent, Team
+from submissions.services import agents as agent_services
+from submissions.services import rounds as round_services
+from submissions.services import submissions as submission_services
 
 #: Generated cases per operation: enough to hit every parameter's edge cases (ids that do not
 #: exist, empty and oversized bodies, wrong types) within the suite's time budget.
@@ -36,15 +38,15 @@ def member_token(db, django_user_model, django_capture_on_commit_callbacks, sett
         team=team, name="bot", endpoint_url="https://93.184.215.14/v1", protocol="http-json"
     )
     with django_capture_on_commit_callbacks(execute=False):
-        services.submission_create(agent=agent, apps=["malt"], queries_per_app=1)
-        services.round_create(apps=["malt"], queries_per_app=1)
+        submission_services.submission_create(agent=agent, apps=["malt"], queries_per_app=1)
+        round_services.round_create(apps=["malt"], queries_per_app=1)
     return Token.objects.create(user=user).key
 
 
 def test_no_operation_answers_a_server_error(member_token, monkeypatch):
     # agent registration resolves the endpoint's host: never ask DNS about generated names
     monkeypatch.setattr(
-        services, "agent_endpoint_check", lambda *, endpoint_url, reference=False: None
+        agent_services, "agent_endpoint_check", lambda *, endpoint_url, reference=False: None
     )
     # As Django's test client does: the WSGI handler must not close the test's connection
     # (and with it the test transaction) at the end of each request.

@@ -21,7 +21,7 @@ django.setup()
 from django.core.cache import caches
 from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
-from config.throttling import AnonRateThrottle
+from submissions.throttling import AnonRateThrottle
 request = Request(APIRequestFactory().get("/api/v1/rounds/", REMOTE_ADDR="203.0.113.7"))
 print(type(caches["default"]).__name__, AnonRateThrottle().allow_request(request, None))
 """

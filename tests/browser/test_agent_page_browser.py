@@ -27,8 +27,8 @@ from accounts import services as team_services
 from evaluator.agents import LOOPBACK_NETWORKS
 from evaluator.reference.agents import make_served_agent
 from evaluator.reference.server import build_asgi_app, serve_in_thread
-from submissions import services
 from submissions.models import Agent, AgentPreflight, Submission
+from submissions.services import endpoints as endpoint_services
 from tests.browser.helpers import log_in
 from tests.submissions.celery_worker import running_worker
 
@@ -51,8 +51,8 @@ from celery.signals import worker_init
 
 @worker_init.connect
 def _loopback_for_team_agents(**_):
-    from submissions import services
-    services.agent_allowed_networks = lambda *, reference: ["127.0.0.0/8", "::1/128"]
+    from submissions.services import endpoints
+    endpoints.agent_allowed_networks = lambda *, reference: ["127.0.0.0/8", "::1/128"]
 
 from celery.bin.celery import main
 sys.argv = ["celery", *sys.argv[1:]]
@@ -120,10 +120,10 @@ def worker(
     )
     settings.NETARENA = {**settings.NETARENA, "AGENT_PORTS": frozenset(ports)}
     monkeypatch.setattr(
-        services, "agent_allowed_networks", lambda *, reference: list(LOOPBACK_NETWORKS)
+        endpoint_services, "agent_allowed_networks", lambda *, reference: list(LOOPBACK_NETWORKS)
     )
     queue = f"control-a10-{os.getpid()}"
-    monkeypatch.setattr("submissions.preflight.CONTROL_QUEUE", queue)
+    monkeypatch.setattr("submissions.services.preflight.CONTROL_QUEUE", queue)
     with running_worker(
         f"a10-preflight-{os.getpid()}",
         queues=queue,
@@ -169,7 +169,7 @@ def test_preflight_shows_live_then_gates_the_submission(
     steady = Agent.objects.get(name="steady")
     assert AgentPreflight.objects.get(agent=steady).status == "passed"
 
-    with mock.patch("submissions.services._send_task"):
+    with mock.patch("submissions.services.dispatch.task_send"):
         page.get_by_role("navigation").get_by_role("link", name="Submit").click()
         page.get_by_label("Agent").select_option(label="mia-team/steady")
         page.get_by_label("Queries per app").fill("2")
@@ -186,7 +186,7 @@ def test_preflight_shows_live_then_gates_the_submission(
     expect(canary).to_contain_text("failed")
     expect(canary).to_contain_text("reply parser refused the answer")
     flaky = Agent.objects.get(name="flaky")
-    with mock.patch("submissions.services._send_task") as send:
+    with mock.patch("submissions.services.dispatch.task_send") as send:
         page.get_by_role("navigation").get_by_role("link", name="Submit").click()
         page.get_by_label("Agent").select_option(label="mia-team/flaky")
         page.get_by_label("Queries per app").fill("2")

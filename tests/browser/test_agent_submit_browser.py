@@ -49,7 +49,7 @@ def test_register_agent_then_submit_it(page: Page) -> None:
     # what a worker's passed pre-flight stores (tests/browser/test_agent_page_browser.py runs it)
     AgentPreflight.objects.filter(agent=agent).update(status="passed")
 
-    with mock.patch("submissions.services._send_task") as send:
+    with mock.patch("submissions.services.dispatch.task_send") as send:
         page.get_by_role("navigation").get_by_role("link", name="Submit").click()
         for app_id in app_ids():
             expect(page.get_by_label(app_id)).to_be_checked()

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from evaluator.testing import GuessApp, ScriptedClient, registered_app
-from submissions import services
 from submissions.models import EpisodeRecord, Submission, Team
+from submissions.services import agents as agent_services
+from submissions.services import episodes as episode_services
+from submissions.services import submissions as submission_services
 from tests.leaderboard.test_board import _random_submission
 
 if TYPE_CHECKING:
@@ -49,8 +51,10 @@ def test_board_charts_sorting_selection_and_replay(page: Page, monkeypatch) -> N
         stored = [_random_submission(team, f"agent-{k}", rng, 30) for k in range(3)]
         Submission.objects.filter(pk__in=[s.pk for s in stored]).update(status="finished")
         # one agent evaluated end to end, whose episodes have transcripts to replay
-        monkeypatch.setattr(services, "agent_client_build", lambda agent: ScriptedClient(["7"]))
-        runner = services.agent_create(
+        monkeypatch.setattr(
+            episode_services, "agent_client_build", lambda agent: ScriptedClient(["7"])
+        )
+        runner = agent_services.agent_create(
             team=team, name="runner", endpoint_url="https://93.184.215.14/a", protocol="http-json"
         )
         submission = Submission.objects.create(
@@ -58,10 +62,10 @@ def test_board_charts_sorting_selection_and_replay(page: Page, monkeypatch) -> N
         )
         from unittest import mock
 
-        with mock.patch("submissions.services._send_task"):
-            services.submission_prepare(submission_id=submission.pk)
+        with mock.patch("submissions.services.dispatch.task_send"):
+            submission_services.submission_prepare(submission_id=submission.pk)
         for episode in EpisodeRecord.objects.filter(submission=submission):
-            services.episode_execute(episode_id=episode.pk)
+            episode_services.episode_execute(episode_id=episode.pk)
         agent_ids = {s.agent.pk for s in stored} | {runner.pk}
 
         page.goto("/?app=guess")

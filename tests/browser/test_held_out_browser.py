@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 
 from evaluator.testing import GuessApp, registered_app
-from submissions import services
 from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
+from submissions.services import episodes as episode_services
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -37,9 +37,18 @@ def _submission(team: Team, name: str, public_rate: float, held_out_rate: float,
         )
         episode = EpisodeRecord.objects.get(submission=submission, index=i)
         correct = (i // 2) < rate * (N // 2)
-        services._episode_store(episode, correct=correct, safe=True, latency_s=1.0, agent_s=0.5,
-                                steps=1, changed_state=True, blast_radius=None,
-                                input_tokens=None, output_tokens=None)
+        episode_services._episode_store(
+            episode,
+            correct=correct,
+            safe=True,
+            latency_s=1.0,
+            agent_s=0.5,
+            steps=1,
+            changed_state=True,
+            blast_radius=None,
+            input_tokens=None,
+            output_tokens=None,
+        )
     return agent
 
 
@@ -63,8 +72,10 @@ def test_board_shows_the_held_out_gap_and_flags_the_overfit_agent(page: Page, cl
         header = page.locator("#app-guess th[data-sort=gap]")
         expect(header).to_contain_text("Held-out (gap)")
 
-        rows = {r["agent"]: r for r in client.get("/api/v1/leaderboard/?app_id=guess").json()[
-            "apps"]["guess"]}
+        rows = {
+            r["agent"]: r
+            for r in client.get("/api/v1/leaderboard/?app_id=guess").json()["apps"]["guess"]
+        }
         assert rows["script"]["overfit"] is True and rows["steady"]["overfit"] is False
         assert rows["script"]["correct_and_safe_public"]["value"] == 1.0
         assert rows["script"]["correct_and_safe_held_out"]["value"] == pytest.approx(0.1)
@@ -89,8 +100,9 @@ def test_agent_page_and_round_page_show_the_gap_and_the_flag(page: Page, client)
         expect(gaps.locator('tr[data-app="guess"]')).to_contain_text("-90 [")
         expect(gaps.get_by_test_id("agent-overfit")).to_have_text("overfit to the public generator")
         page.goto(f"/agents/{steady.pk}/")
-        expect(page.get_by_test_id("held-out-gaps").locator('tr[data-app="guess"]')).to_contain_text(
-            "+0 [")
+        expect(
+            page.get_by_test_id("held-out-gaps").locator('tr[data-app="guess"]')
+        ).to_contain_text("+0 [")
         expect(page.get_by_test_id("agent-overfit")).to_have_count(0)
 
         page.goto("/rounds/7/")
@@ -98,7 +110,8 @@ def test_agent_page_and_round_page_show_the_gap_and_the_flag(page: Page, client)
         expect(table.get_by_test_id("overfit")).to_have_count(1)
         # the agent's own row (its name is the second cell; "tied with" cells name others)
         script_row = table.locator("tbody tr").filter(
-            has=page.locator("td:nth-child(2)", has_text=re.compile(r"^script$")))
+            has=page.locator("td:nth-child(2)", has_text=re.compile(r"^script$"))
+        )
         expect(script_row.locator("td.held-out")).to_contain_text("gap -90 [")
         expect(script_row.get_by_test_id("overfit")).to_be_visible()
 

@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 
 from evaluator.testing import GuessApp, registered_app
-from submissions import services
 from submissions.models import EpisodeRecord, Submission, Team
+from submissions.services import episodes as episode_services
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -34,9 +34,9 @@ def test_board_and_agent_page_show_the_infrastructure_failure_rate(page: Page, c
                 submission=submission, app_id="guess", index=i, query_id=f"q{i}", level=1,
                 label="a", query={}, status="running")
             if i == 0:
-                services._episode_close_error(episode, "EmulatorError: bridge vanished")
+                episode_services._episode_close_error(episode, "EmulatorError: bridge vanished")
             else:
-                services._episode_store(episode, correct=True, safe=True, latency_s=1.0,
+                episode_services._episode_store(episode, correct=True, safe=True, latency_s=1.0,
                                         agent_s=0.5, steps=1, changed_state=True,
                                         blast_radius=None, input_tokens=None, output_tokens=None)
 

@@ -108,8 +108,8 @@ def worker(
         "TEAM_AGENT_NETWORKS": ["127.0.0.0/8"],
     }
     control = f"control-readme-{os.getpid()}"
-    monkeypatch.setattr("submissions.preflight.CONTROL_QUEUE", control)
-    monkeypatch.setattr("submissions.services.CONTROL_QUEUE", control)
+    monkeypatch.setattr("submissions.services.preflight.CONTROL_QUEUE", control)
+    monkeypatch.setattr("submissions.services.submissions.CONTROL_QUEUE", control)
     log_path = tmp_path / "worker.log"
     with running_worker(
         f"readme-{os.getpid()}",

@@ -9,8 +9,10 @@ import pytest
 from django.contrib.auth.models import User
 
 from evaluator.testing import GuessApp, ScriptedClient, registered_app
-from submissions import services
 from submissions.models import EpisodeRecord, Round, Submission, Team
+from submissions.services import agents as agent_services
+from submissions.services import episodes as episode_services
+from submissions.services import submissions as submission_services
 from tests.browser.helpers import log_in
 
 if TYPE_CHECKING:
@@ -24,17 +26,17 @@ def test_admin_starts_watches_and_closes_a_round(page: Page, monkeypatch) -> Non
     from playwright.sync_api import expect
 
     User.objects.create_user("admin", "admin@example.org", PASSWORD, is_staff=True)
-    monkeypatch.setattr(services, "agent_client_build", lambda agent: ScriptedClient(["3"]))
+    monkeypatch.setattr(episode_services, "agent_client_build", lambda agent: ScriptedClient(["3"]))
     team = Team.objects.create(name="lab")
     with registered_app({"guess": GuessApp}):
         for name in ("alpha", "beta"):
-            services.agent_create(
+            agent_services.agent_create(
                 team=team, name=name, endpoint_url="https://93.184.215.14/a",
                 protocol="http-json", apps=["guess"],
             )  # fmt: skip
         log_in(page, "admin", PASSWORD)
         page.get_by_role("navigation").get_by_role("link", name="Rounds").click()
-        with mock.patch("submissions.services._send_task"):
+        with mock.patch("submissions.services.dispatch.task_send"):
             page.get_by_role("link", name="Start a round").click()
             expect(page.get_by_label("guess: Toy: guess the number")).to_be_checked()
             page.get_by_label("Queries per app").fill("4")
@@ -49,10 +51,10 @@ def test_admin_starts_watches_and_closes_a_round(page: Page, monkeypatch) -> Non
 
         # the workers' part, done here: every episode runs; the page's progress follows
         for submission in Submission.objects.filter(round=evaluation_round):
-            with mock.patch("submissions.services._send_task"):
-                services.submission_prepare(submission_id=submission.pk)
+            with mock.patch("submissions.services.dispatch.task_send"):
+                submission_services.submission_prepare(submission_id=submission.pk)
             for episode in EpisodeRecord.objects.filter(submission=submission):
-                services.episode_execute(episode_id=episode.pk)
+                episode_services.episode_execute(episode_id=episode.pk)
         expect(page.locator("[data-testid=progress] progress")).to_have_attribute(
             "value", "8", timeout=15_000
         )

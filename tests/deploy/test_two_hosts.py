@@ -23,9 +23,10 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from django.db import connection
 
-from submissions import services
 from submissions.models import EpisodeRecord, Submission
 from submissions.reference_agents import register_reference_agent, serve_reference_agent
+from submissions.services import episodes as episode_services
+from submissions.services import submissions as submission_services
 from tests.conftest import require_root
 from tests.submissions.celery_worker import broker_url, database_url, start_worker, stop_worker
 
@@ -127,7 +128,9 @@ def test_workers_on_two_hosts_share_a_submission_and_survive_a_host_dying(
         agent = register_reference_agent(oracle)
         agent.endpoint_url = agent_url  # what the workers call, across the network
         agent.save(update_fields=["endpoint_url"])
-        submission = services.submission_create(agent=agent, apps=["malt"], queries_per_app=QUERIES)
+        submission = submission_services.submission_create(
+            agent=agent, apps=["malt"], queries_per_app=QUERIES
+        )
         episodes = EpisodeRecord.objects.filter(submission=submission)
 
         def scored_on(host: str) -> int:
@@ -156,7 +159,7 @@ def test_workers_on_two_hosts_share_a_submission_and_survive_a_host_dying(
                 f"stuck: {list(episodes.values_list('pk', 'status'))}\n"
                 + logs["b"].read_text()[-3000:]
             )
-            services.episodes_requeue(stale_s=STALE_S)  # the beat job's work
+            episode_services.episodes_requeue(stale_s=STALE_S)  # the beat job's work
             time.sleep(0.5)
         submission.refresh_from_db()
         assert submission.status == "finished" and not submission.incomplete

@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from evaluator.stats import Interval
 from evaluator.testing import GuessApp, registered_app
-from submissions import services
 from submissions.aggregates import SUM_FIELDS, aggregates_rebuild, mean_interval_from_sums
 from submissions.models import Agent, EpisodeAggregate, EpisodeRecord, Round, Submission, Team
 from submissions.selectors import (
@@ -26,6 +25,9 @@ from submissions.selectors import (
     standings,
     standings_page,
 )
+from submissions.services import agents as agent_services
+from submissions.services import episodes as episode_services
+from submissions.services import submissions as submission_services
 from tests.submissions.test_services import OracleClient, run_everything
 
 pytestmark = pytest.mark.django_db
@@ -38,7 +40,7 @@ def guess():
 
 
 def _agent(team: Team, name: str) -> Agent:
-    return services.agent_create(
+    return agent_services.agent_create(
         team=team, name=name, endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
 
@@ -46,10 +48,12 @@ def _agent(team: Team, name: str) -> Agent:
 def _run(monkeypatch, capture, agent: Agent, *, queries: int = 12, round_=None) -> Submission:
     """Evaluate ``agent`` on ``queries`` toy queries through the real services (the agent's
     name picks its scripted behaviour: ``seven`` answers 7, others -1)."""
-    monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient(agent.name))
+    monkeypatch.setattr(
+        episode_services, "agent_client_build", lambda agent: OracleClient(agent.name)
+    )
     with capture(execute=False):
         if round_ is None:
-            submission = services.submission_create(
+            submission = submission_services.submission_create(
                 agent=agent, apps=["guess"], queries_per_app=queries
             )
         else:
@@ -154,9 +158,9 @@ def _random_submission(team: Team, name: str, rng: random.Random, n: int) -> Sub
             "output_tokens": rng.randrange(500) if tokens else None,
         }
         if i % 9 == 4:  # an evaluator error: out of every figure
-            services._episode_close_error(episode, "evaluator: emulator died")
+            episode_services._episode_close_error(episode, "evaluator: emulator died")
         else:
-            services._episode_store(episode, **fields)
+            episode_services._episode_store(episode, **fields)
     return submission
 
 

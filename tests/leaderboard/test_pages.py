@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from evaluator.testing import GuessApp, registered_app
-from submissions import services
 from submissions.aggregates import aggregates_rebuild
 from submissions.models import EpisodeRecord, Team
+from submissions.services import agents as agent_services
+from submissions.services import episodes as episode_services
+from submissions.services import submissions as submission_services
 from tests.submissions.test_services import OracleClient, run_everything
 
 pytestmark = pytest.mark.django_db
@@ -20,9 +22,11 @@ def finished(monkeypatch, django_capture_on_commit_callbacks):
 
 
 def _finished(monkeypatch, django_capture_on_commit_callbacks):
-    monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient(agent.name))
+    monkeypatch.setattr(
+        episode_services, "agent_client_build", lambda agent: OracleClient(agent.name)
+    )
     team = Team.objects.create(name="Team Seven")
-    agent = services.agent_create(
+    agent = agent_services.agent_create(
         team=team,
         name="seven",
         endpoint_url="https://93.184.215.14/a",
@@ -30,7 +34,9 @@ def _finished(monkeypatch, django_capture_on_commit_callbacks):
         api_key="sk-hidden-key",
     )
     with django_capture_on_commit_callbacks(execute=False):
-        submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=20)
+        submission = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=20
+        )
     run_everything(django_capture_on_commit_callbacks, submission)
     return submission
 

@@ -14,8 +14,10 @@ from django.core.management import call_command
 from evaluator.commitment import round_commitment
 from evaluator.types import Query
 from evaluator.variants import VARIANT_DIRS_ENV, pack_digest, reset_configured_packs
-from submissions import services
 from submissions.models import EpisodeRecord, Submission, Team
+from submissions.services import agents as agent_services
+from submissions.services import rounds as round_services
+from submissions.services import submissions as submission_services
 
 pytestmark = pytest.mark.django_db
 
@@ -37,9 +39,9 @@ def test_round_commits_to_its_packs_and_regenerates_after_the_reveal(
     held_out, django_capture_on_commit_callbacks
 ) -> None:
     team = Team.objects.create(name="packers")
-    services.agent_create(team=team, name="a", endpoint_url="https://93.184.215.14/a",
+    agent_services.agent_create(team=team, name="a", endpoint_url="https://93.184.215.14/a",
                           protocol="http-json", apps=["malt"])
-    evaluation_round = services.round_create(apps=["malt"], queries_per_app=QUERIES)
+    evaluation_round = round_services.round_create(apps=["malt"], queries_per_app=QUERIES)
     digest = pack_digest(PACK)
     assert evaluation_round.packs == {"malt": {"heldout-wording": digest}}
     assert evaluation_round.held_out_share == 0.5
@@ -54,7 +56,7 @@ def test_round_commits_to_its_packs_and_regenerates_after_the_reveal(
     submission = Submission.objects.get(round=evaluation_round)
     assert submission.packs == evaluation_round.packs
     with django_capture_on_commit_callbacks(execute=False):
-        services.submission_prepare(submission_id=submission.pk)
+        submission_services.submission_prepare(submission_id=submission.pk)
     stored = [Query.from_dict(e.query) for e in
               EpisodeRecord.objects.filter(submission=submission).order_by("index")]
     assert len(stored) == QUERIES
@@ -80,9 +82,9 @@ def test_packs_are_published_with_the_seed_when_the_round_closes(
     import tarfile
 
     team = Team.objects.create(name="publishers")
-    services.agent_create(team=team, name="a", endpoint_url="https://93.184.215.14/a",
+    agent_services.agent_create(team=team, name="a", endpoint_url="https://93.184.215.14/a",
                           protocol="http-json", apps=["malt"])
-    evaluation_round = services.round_create(apps=["malt"], queries_per_app=4)
+    evaluation_round = round_services.round_create(apps=["malt"], queries_per_app=4)
     url = f"/rounds/{evaluation_round.number}/packs/malt/heldout-wording.tar.gz"
     page = client.get(f"/rounds/{evaluation_round.number}/").content.decode()
     assert "heldout-wording" in page and "published when the round is closed" in page
@@ -92,7 +94,7 @@ def test_packs_are_published_with_the_seed_when_the_round_closes(
     assert api["held_out_share"] == 0.5 and api["seed"] is None
 
     Submission.objects.filter(round=evaluation_round).update(status="finished")
-    services.round_close(round_id=evaluation_round.pk)
+    round_services.round_close(round_id=evaluation_round.pk)
     page = client.get(f"/rounds/{evaluation_round.number}/").content.decode()
     assert f'href="{url}"' in page and "--variant-pack" in page
     archive = client.get(url)

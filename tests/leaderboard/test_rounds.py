@@ -12,8 +12,10 @@ from django.core.management import call_command
 from evaluator.commitment import round_commitment
 from evaluator.testing import GuessApp, ScriptedClient, registered_app
 from evaluator.types import JSON, Query
-from submissions import services
 from submissions.models import EpisodeRecord, Round, Submission, Team
+from submissions.services import agents as agent_services
+from submissions.services import episodes as episode_services
+from submissions.services import submissions as submission_services
 
 pytestmark = pytest.mark.django_db
 
@@ -38,11 +40,11 @@ def staff(client):
 
 @pytest.fixture
 def agents(monkeypatch):
-    monkeypatch.setattr(services, "agent_client_build", lambda agent: _client_for(agent))
+    monkeypatch.setattr(episode_services, "agent_client_build", lambda agent: _client_for(agent))
     team = Team.objects.create(name="roundsmen")
     with registered_app({"guess": GuessApp}):
         for name in ("good", "bad"):
-            services.agent_create(
+            agent_services.agent_create(
                 team=team,
                 name=name,
                 endpoint_url="https://93.184.215.14/a",
@@ -55,9 +57,9 @@ def agents(monkeypatch):
 def _run_round(evaluation_round: Round, django_capture_on_commit_callbacks) -> None:
     for submission in Submission.objects.filter(round=evaluation_round):
         with django_capture_on_commit_callbacks(execute=False):
-            services.submission_prepare(submission_id=submission.pk)
+            submission_services.submission_prepare(submission_id=submission.pk)
         for episode in EpisodeRecord.objects.filter(submission=submission):
-            services.episode_execute(episode_id=episode.pk)
+            episode_services.episode_execute(episode_id=episode.pk)
 
 
 def test_a_round_commits_runs_closes_and_reveals(

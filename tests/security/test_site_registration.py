@@ -11,9 +11,11 @@ import pytest
 from django.utils import timezone
 
 from evaluator.testing import GuessApp, registered_app
-from submissions import services
 from submissions.errors import AgentLimitError, EndpointRefusedError
 from submissions.models import Submission, Team
+from submissions.services import agents as agent_services
+from submissions.services import endpoints as endpoint_services
+from submissions.services import submissions as submission_services
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +26,7 @@ def team():
 
 
 def _create(team: Team, url: str, name: str = "a", **kwargs: Any):
-    return services.agent_create(
+    return agent_services.agent_create(
         team=team, name=name, endpoint_url=url, protocol="http-json", **kwargs
     )
 
@@ -44,7 +46,7 @@ def _create(team: Team, url: str, name: str = "a", **kwargs: Any):
 def test_refusals_are_generic_and_the_detail_goes_to_the_log(team, url, caplog):
     with caplog.at_level(logging.WARNING), pytest.raises(EndpointRefusedError) as refused:
         _create(team, url)
-    assert str(refused.value) == services.ENDPOINT_REFUSED_MESSAGE
+    assert str(refused.value) == endpoint_services.ENDPOINT_REFUSED_MESSAGE
     for leak in ("127.0.0.1", "10.1.2.3", "169.254", "resolve", "allow-list", "network"):
         assert leak not in str(refused.value)
     assert "refused" in caplog.text  # the reason is logged for the operators
@@ -94,15 +96,17 @@ def test_a_submission_no_worker_took_expires_as_the_platforms_failure(
     with registered_app({"guess": GuessApp}):
         agent = _create(team, "https://93.184.215.14/a", apps=["guess"])
         with django_capture_on_commit_callbacks(execute=False):  # the task is never run
-            submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=2)
-        assert services.submissions_expire(max_wait_s=60) == 0  # still young
+            submission = submission_services.submission_create(
+                agent=agent, apps=["guess"], queries_per_app=2
+            )
+        assert submission_services.submissions_expire(max_wait_s=60) == 0  # still young
         Submission.objects.filter(pk=submission.pk).update(
             created_at=timezone.now() - timedelta(seconds=120)
         )
-        assert services.submissions_expire(max_wait_s=60) == 1
+        assert submission_services.submissions_expire(max_wait_s=60) == 1
         submission.refresh_from_db()
         assert submission.status == Submission.Status.FAILED and submission.platform_failed
         assert "no worker" in submission.error
         # the agent is not locked out: a new submission opens
         with django_capture_on_commit_callbacks(execute=False):
-            services.submission_create(agent=agent, apps=["guess"], queries_per_app=2)
+            submission_services.submission_create(agent=agent, apps=["guess"], queries_per_app=2)

@@ -18,9 +18,11 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from evaluator.testing import GuessApp, ScriptedClient, registered_app
-from submissions import services
 from submissions.models import Agent, EpisodeRecord, Submission, Team
 from submissions.selectors import standings
+from submissions.services import dispatch
+from submissions.services import episodes as episode_services
+from submissions.services import submissions as submission_services
 from tests.conftest import require
 
 
@@ -68,7 +70,7 @@ def _agent(team: Team, name: str) -> Agent:
 @pytest.mark.django_db(transaction=True)
 def test_parallel_submissions_open_one_per_agent(member_token, monkeypatch):
     _require_postgres()
-    monkeypatch.setattr(services, "_send_task", lambda *a, **k: None)
+    monkeypatch.setattr(dispatch, "task_send", lambda *a, **k: None)
     token, team = member_token
     agent = _agent(team, "bot")
     statuses = _parallel_posts(
@@ -82,7 +84,7 @@ def test_parallel_submissions_open_one_per_agent(member_token, monkeypatch):
 @pytest.mark.django_db(transaction=True)
 def test_parallel_submissions_respect_the_team_quota(member_token, monkeypatch, settings):
     _require_postgres()
-    monkeypatch.setattr(services, "_send_task", lambda *a, **k: None)
+    monkeypatch.setattr(dispatch, "task_send", lambda *a, **k: None)
     settings.NETARENA = {**settings.NETARENA, "SUBMISSIONS_PER_TEAM_PER_DAY": 5}
     token, team = member_token
     agents = [_agent(team, f"bot-{i}") for i in range(8)]
@@ -130,9 +132,9 @@ def toy_app():
 
 def _run(django_capture_on_commit_callbacks, submission: Submission) -> None:
     with django_capture_on_commit_callbacks(execute=False):
-        services.submission_prepare(submission_id=submission.pk)
+        submission_services.submission_prepare(submission_id=submission.pk)
     for episode in EpisodeRecord.objects.filter(submission=submission):
-        services.episode_execute(episode_id=episode.pk)
+        episode_services.episode_execute(episode_id=episode.pk)
     submission.refresh_from_db()
 
 
@@ -140,10 +142,12 @@ def _run(django_capture_on_commit_callbacks, submission: Submission) -> None:
 def test_nul_in_a_reply_is_stored_sanitised(
     toy_app, monkeypatch, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setattr(services, "agent_client_build", lambda agent: _nul_client())
+    monkeypatch.setattr(episode_services, "agent_client_build", lambda agent: _nul_client())
     agent = _agent(Team.objects.create(name="t"), "nul")
     with django_capture_on_commit_callbacks(execute=False):
-        submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=2)
+        submission = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=2
+        )
     _run(django_capture_on_commit_callbacks, submission)
     assert submission.status == Submission.Status.FINISHED
     episodes = list(submission.episodes.all())
@@ -160,11 +164,13 @@ def test_a_storage_error_closes_the_episode_as_an_error(
     """With sanitising switched off, PostgreSQL refuses the NUL in the transcript: the episode
     closes as an evaluator error and the submission finishes (nothing left running)."""
     _require_postgres()
-    monkeypatch.setattr(services, "agent_client_build", lambda agent: _nul_client())
-    monkeypatch.setattr(services, "storable", lambda value, depth=0: value)
+    monkeypatch.setattr(episode_services, "agent_client_build", lambda agent: _nul_client())
+    monkeypatch.setattr(episode_services, "storable", lambda value, depth=0: value)
     agent = _agent(Team.objects.create(name="t"), "n")
     with django_capture_on_commit_callbacks(execute=False):
-        submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=2)
+        submission = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=2
+        )
     _run(django_capture_on_commit_callbacks, submission)
     assert submission.status == Submission.Status.FINISHED
     failures = list(submission.episodes.values_list("status", "failure"))
@@ -178,25 +184,29 @@ def test_platform_failed_submission_is_free_and_keeps_the_last_score(
 ):
     settings.NETARENA = {**settings.NETARENA, "SUBMISSIONS_PER_TEAM_PER_DAY": 1}
     agent = _agent(Team.objects.create(name="t"), "seven")
-    monkeypatch.setattr(services, "agent_client_build", lambda agent: _number_client())
+    monkeypatch.setattr(episode_services, "agent_client_build", lambda agent: _number_client())
     with django_capture_on_commit_callbacks(execute=False):
-        scored = services.submission_create(agent=agent, apps=["guess"], queries_per_app=3)
+        scored = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=3
+        )
     _run(django_capture_on_commit_callbacks, scored)
     Submission.objects.filter(pk=scored.pk).update(created_at="2000-01-01T00:00:00Z")
 
     def crash(*args, **kwargs):
         raise RuntimeError("emulator host lost")
 
-    monkeypatch.setattr(services, "run_episode_guarded", crash)
+    monkeypatch.setattr(episode_services, "run_episode_guarded", crash)
     with django_capture_on_commit_callbacks(execute=False):
-        failed = services.submission_create(agent=agent, apps=["guess"], queries_per_app=3)
+        failed = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=3
+        )
     _run(django_capture_on_commit_callbacks, failed)
     assert failed.status == Submission.Status.FINISHED and failed.platform_failed
     rows = standings(app_id="guess")
     assert [r.submission.pk for r in rows] == [scored.pk]
     # the platform's failure cost no quota: the next submission of the day is accepted
     with django_capture_on_commit_callbacks(execute=False):
-        services.submission_create(agent=agent, apps=["guess"], queries_per_app=1)
+        submission_services.submission_create(agent=agent, apps=["guess"], queries_per_app=1)
 
 
 def test_deeply_nested_json_body_is_a_400(db):

@@ -7,8 +7,10 @@ import pytest
 
 from evaluator.testing import GuessApp, registered_app
 from evaluator.types import SEED_BITS, Query
-from submissions import services
 from submissions.models import EpisodeRecord, Round, Submission, Team
+from submissions.services import agents as agent_services
+from submissions.services import rounds as round_services
+from submissions.services import submissions as submission_services
 
 pytestmark = pytest.mark.django_db
 
@@ -16,7 +18,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def agent():
     with registered_app({"guess": GuessApp}):
-        yield services.agent_create(
+        yield agent_services.agent_create(
             team=Team.objects.create(name="seeds"),
             name="a",
             endpoint_url="https://93.184.215.14/a",
@@ -27,8 +29,10 @@ def agent():
 
 def test_submission_and_round_seeds_keep_all_128_bits(agent, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False):
-        submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=3)
-        evaluation_round = services.round_create(apps=["guess"], queries_per_app=3)
+        submission = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=3
+        )
+        evaluation_round = round_services.round_create(apps=["guess"], queries_per_app=3)
     for stored in (
         Submission.objects.get(pk=submission.pk),
         Round.objects.get(pk=evaluation_round.pk),
@@ -38,7 +42,7 @@ def test_submission_and_round_seeds_keep_all_128_bits(agent, django_capture_on_c
         assert 64 < stored.seed.bit_length() <= SEED_BITS
     assert Submission.objects.get(pk=submission.pk).seed == submission.seed
     with django_capture_on_commit_callbacks(execute=False):
-        services.submission_prepare(submission_id=submission.pk)
+        submission_services.submission_prepare(submission_id=submission.pk)
     queries = [
         Query.from_dict(e.query) for e in EpisodeRecord.objects.filter(submission=submission)
     ]
@@ -57,8 +61,10 @@ def test_the_seed_of_an_open_submission_is_on_no_public_page(
     agent, client, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=False):
-        submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=3)
-        services.submission_prepare(submission_id=submission.pk)
+        submission = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=3
+        )
+        submission_services.submission_prepare(submission_id=submission.pk)
     for path in (
         "/",
         f"/submissions/{submission.pk}/",

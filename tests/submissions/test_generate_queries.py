@@ -10,8 +10,10 @@ from django.core.management.base import CommandError
 
 from evaluator.commitment import round_commitment
 from evaluator.types import Query
-from submissions import services
 from submissions.models import EpisodeRecord, Team
+from submissions.services import agents as agent_services
+from submissions.services import episodes as episode_services
+from submissions.services import submissions as submission_services
 from tests.submissions.test_services import OracleClient, run_everything, toy_app  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -23,15 +25,19 @@ def test_the_command_regenerates_a_finished_submissions_queries(
     django_capture_on_commit_callbacks,
     capsys,
 ):
-    monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient(agent.name))
-    agent = services.agent_create(
+    monkeypatch.setattr(
+        episode_services, "agent_client_build", lambda agent: OracleClient(agent.name)
+    )
+    agent = agent_services.agent_create(
         team=Team.objects.create(name="checkers"),
         name="seven",
         endpoint_url="https://93.184.215.14/a",
         protocol="http-json",
     )
     with django_capture_on_commit_callbacks(execute=False):
-        submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=9)
+        submission = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=9
+        )
     run_everything(django_capture_on_commit_callbacks, submission)
     stored = [
         Query.from_dict(e.query).fingerprint()

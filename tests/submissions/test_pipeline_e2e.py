@@ -20,7 +20,7 @@ from django.core.management import call_command
 from submissions.models import EpisodeRecord, Submission
 from submissions.reference_agents import register_reference_agent, serve_reference_agent
 from submissions.selectors import standings
-from submissions.services import round_create
+from submissions.services.rounds import round_create
 from tests.conftest import require, require_tool
 from tests.submissions.celery_worker import running_worker
 

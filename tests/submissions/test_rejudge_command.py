@@ -8,8 +8,10 @@ from django.core.management.base import CommandError
 
 from evaluator.testing import ScriptedClient
 from evaluator.types import JSON
-from submissions import services
 from submissions.models import EpisodeRecord, Team
+from submissions.services import agents as agent_services
+from submissions.services import episodes as episode_services
+from submissions.services import submissions as submission_services
 from tests.submissions.test_services import run_everything, toy_app  # noqa: F401
 
 
@@ -26,13 +28,15 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def finished(toy_app, monkeypatch, django_capture_on_commit_callbacks):  # noqa: F811
-    monkeypatch.setattr(services, "agent_client_build", lambda agent: _three_guesses())
+    monkeypatch.setattr(episode_services, "agent_client_build", lambda agent: _three_guesses())
     team = Team.objects.create(name="replayers")
-    agent = services.agent_create(
+    agent = agent_services.agent_create(
         team=team, name="seven", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
     with django_capture_on_commit_callbacks(execute=False):
-        submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=12)
+        submission = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=12
+        )
     run_everything(django_capture_on_commit_callbacks, submission)
     return submission
 

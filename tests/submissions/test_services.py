@@ -11,11 +11,14 @@ import pytest
 from evaluator.agents.base import AgentError
 from evaluator.testing import GuessApp, ScriptedClient, registered_app
 from evaluator.types import JSON
-from submissions import services
 from submissions.crypto import decrypt_secret
 from submissions.errors import InvalidInputError
 from submissions.models import Agent, EpisodeRecord, Submission, Team
 from submissions.selectors import standings
+from submissions.services import agents as agent_services
+from submissions.services import episodes as episode_services
+from submissions.services import rounds as round_services
+from submissions.services import submissions as submission_services
 
 pytestmark = pytest.mark.django_db
 
@@ -47,14 +50,14 @@ def team():
 
 def run_everything(django_capture_on_commit_callbacks, submission):
     with django_capture_on_commit_callbacks(execute=False):
-        services.submission_prepare(submission_id=submission.pk)
+        submission_services.submission_prepare(submission_id=submission.pk)
     for episode in EpisodeRecord.objects.filter(submission=submission):
-        services.episode_execute(episode_id=episode.pk)
+        episode_services.episode_execute(episode_id=episode.pk)
     submission.refresh_from_db()
 
 
 def test_agent_secret_is_encrypted_at_rest(team):
-    agent = services.agent_create(
+    agent = agent_services.agent_create(
         team=team,
         name="a",
         endpoint_url="https://93.184.215.14/v1",
@@ -72,7 +75,7 @@ def test_rotate_agent_secrets_moves_every_secret_to_the_new_key(team, monkeypatc
 
     old_key, new_key = Fernet.generate_key().decode(), Fernet.generate_key().decode()
     monkeypatch.setenv("NETARENA_SECRET_ENCRYPTION_KEY", old_key)
-    agent = services.agent_create(team=team, name="a", endpoint_url="https://93.184.215.14/v1",
+    agent = agent_services.agent_create(team=team, name="a", endpoint_url="https://93.184.215.14/v1",
                                   protocol="openai-chat", api_key="sk-rotate-me")
     monkeypatch.setenv("NETARENA_SECRET_ENCRYPTION_KEY", new_key)
     assert decrypt_secret(Agent.objects.get(pk=agent.pk).secret_encrypted) is None
@@ -86,15 +89,17 @@ def test_rotate_agent_secrets_moves_every_secret_to_the_new_key(team, monkeypatc
 def test_submission_lifecycle_and_standings(
     team, toy_app, monkeypatch, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient(agent.name))
-    seven = services.agent_create(
+    monkeypatch.setattr(
+        episode_services, "agent_client_build", lambda agent: OracleClient(agent.name)
+    )
+    seven = agent_services.agent_create(
         team=team, name="seven", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
-    null = services.agent_create(
+    null = agent_services.agent_create(
         team=team, name="null", endpoint_url="https://93.184.215.14/b", protocol="http-json"
     )
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        round_ = services.round_create(apps=["guess"], queries_per_app=30)
+        round_ = round_services.round_create(apps=["guess"], queries_per_app=30)
     assert len(callbacks) == 2  # one preparation task per active agent, sent on commit
     subs = list(Submission.objects.filter(round=round_))
     assert {s.seed for s in subs} == {round_.seed}  # same queries for everyone in a round
@@ -117,12 +122,14 @@ def test_submission_lifecycle_and_standings(
 def test_dead_agent_fails_episodes_but_closes_submission(
     team, toy_app, monkeypatch, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient("dead"))
-    agent = services.agent_create(
+    monkeypatch.setattr(episode_services, "agent_client_build", lambda agent: OracleClient("dead"))
+    agent = agent_services.agent_create(
         team=team, name="dead", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
     with django_capture_on_commit_callbacks(execute=False):
-        submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=3)
+        submission = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=3
+        )
     run_everything(django_capture_on_commit_callbacks, submission)
     assert submission.status == Submission.Status.FINISHED
     assert set(submission.episodes.values_list("failure", flat=True)) == {"agent:transport"}
@@ -132,12 +139,14 @@ def test_dead_agent_fails_episodes_but_closes_submission(
 def test_evaluator_crash_closes_episode_as_error(
     team, toy_app, monkeypatch, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient("crash"))
-    agent = services.agent_create(
+    monkeypatch.setattr(episode_services, "agent_client_build", lambda agent: OracleClient("crash"))
+    agent = agent_services.agent_create(
         team=team, name="x", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
     with django_capture_on_commit_callbacks(execute=False):
-        submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=2)
+        submission = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=2
+        )
     run_everything(django_capture_on_commit_callbacks, submission)
     assert submission.status == Submission.Status.FINISHED
     assert set(submission.episodes.values_list("status", flat=True)) == {EpisodeRecord.Status.ERROR}
@@ -147,16 +156,18 @@ def test_evaluator_crash_closes_episode_as_error(
 def test_episode_execution_is_idempotent(
     team, toy_app, monkeypatch, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setattr(services, "agent_client_build", lambda agent: OracleClient("seven"))
-    agent = services.agent_create(
+    monkeypatch.setattr(episode_services, "agent_client_build", lambda agent: OracleClient("seven"))
+    agent = agent_services.agent_create(
         team=team, name="seven", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
     with django_capture_on_commit_callbacks(execute=False):
-        submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=1)
+        submission = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=1
+        )
     run_everything(django_capture_on_commit_callbacks, submission)
     episode = submission.episodes.get()
     before = (episode.finished_at, episode.attempts)
-    services.episode_execute(episode_id=episode.pk)  # a redelivered task
+    episode_services.episode_execute(episode_id=episode.pk)  # a redelivered task
     episode.refresh_from_db()
     assert (episode.finished_at, episode.attempts) == before
 
@@ -164,17 +175,19 @@ def test_episode_execution_is_idempotent(
 def test_interrupted_episode_gives_up_after_max_attempts(
     team, toy_app, django_capture_on_commit_callbacks
 ):
-    agent = services.agent_create(
+    agent = agent_services.agent_create(
         team=team, name="a", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
     with django_capture_on_commit_callbacks(execute=False):
-        submission = services.submission_create(agent=agent, apps=["guess"], queries_per_app=1)
-        services.submission_prepare(submission_id=submission.pk)
+        submission = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=1
+        )
+        submission_services.submission_prepare(submission_id=submission.pk)
     episode = submission.episodes.get()
     EpisodeRecord.objects.filter(pk=episode.pk).update(
-        status="running", attempts=services.EPISODE_MAX_ATTEMPTS
+        status="running", attempts=episode_services.EPISODE_MAX_ATTEMPTS
     )
-    services.episode_execute(episode_id=episode.pk)
+    episode_services.episode_execute(episode_id=episode.pk)
     episode.refresh_from_db()
     submission.refresh_from_db()
     assert episode.status == EpisodeRecord.Status.ERROR and "interrupted" in episode.failure
@@ -182,15 +195,15 @@ def test_interrupted_episode_gives_up_after_max_attempts(
 
 
 def test_bad_requests_are_refused_with_a_message(team):
-    agent = services.agent_create(
+    agent = agent_services.agent_create(
         team=team, name="a", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
     with pytest.raises(InvalidInputError, match="unknown"):
-        services.submission_create(agent=agent, apps=["nope"], queries_per_app=3)
+        submission_services.submission_create(agent=agent, apps=["nope"], queries_per_app=3)
     with pytest.raises(InvalidInputError, match="between"):
-        services.submission_create(agent=agent, apps=["malt"], queries_per_app=0)
+        submission_services.submission_create(agent=agent, apps=["malt"], queries_per_app=0)
     with pytest.raises(InvalidInputError, match="protocol"):
-        services.agent_create(
+        agent_services.agent_create(
             team=team, name="b", endpoint_url="https://93.184.215.14/a", protocol="smtp"
         )
     assert Submission.objects.count() == 0
@@ -199,12 +212,12 @@ def test_bad_requests_are_refused_with_a_message(team):
 def test_generation_failure_fails_the_submission(
     team, monkeypatch, django_capture_on_commit_callbacks
 ):
-    agent = services.agent_create(
+    agent = agent_services.agent_create(
         team=team, name="a", endpoint_url="https://93.184.215.14/a", protocol="http-json"
     )
     submission = Submission.objects.create(agent=agent, seed=1, apps=["broken"], queries_per_app=1)
     with registered_app({"broken": "tests.engine.no_such_module:App"}):
-        services.submission_prepare(submission_id=submission.pk)
+        submission_services.submission_prepare(submission_id=submission.pk)
     submission.refresh_from_db()
     assert submission.status == Submission.Status.FAILED
     assert "generation failed" in submission.error

@@ -13,9 +13,10 @@ from collections import Counter
 
 import pytest
 
-from submissions import services
 from submissions.models import EpisodeRecord, Submission
 from submissions.reference_agents import register_reference_agent, serve_reference_agent
+from submissions.services import episodes as episode_services
+from submissions.services import submissions as submission_services
 from tests.submissions.celery_worker import broker_url, start_worker, stop_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -43,7 +44,9 @@ def test_a_killed_worker_leaves_no_stuck_submission(tmp_path, settings):
     started = time.monotonic()
     try:
         agent = register_reference_agent(oracle)
-        submission = services.submission_create(agent=agent, apps=["malt"], queries_per_app=QUERIES)
+        submission = submission_services.submission_create(
+            agent=agent, apps=["malt"], queries_per_app=QUERIES
+        )
         episodes = EpisodeRecord.objects.filter(submission=submission)
         # kill the first worker while it runs an episode, after it scored a few
         deadline = time.monotonic() + 60
@@ -68,7 +71,7 @@ def test_a_killed_worker_leaves_no_stuck_submission(tmp_path, settings):
                 f"stuck: {list(episodes.values_list('pk', 'status'))}\n"
                 + logs[1].read_text()[-3000:]
             )
-            requeued += services.episodes_requeue(stale_s=STALE_S)  # the beat job's work
+            requeued += episode_services.episodes_requeue(stale_s=STALE_S)  # the beat job's work
             time.sleep(0.5)
         submission.refresh_from_db()
         assert submission.status == "finished" and not submission.incomplete

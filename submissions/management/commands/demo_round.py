@@ -17,7 +17,7 @@ from submissions.reference_agents import (
     serve_reference_agent,
 )
 from submissions.selectors import standings
-from submissions.services import round_create
+from submissions.services.rounds import round_create
 
 
 class Command(BaseCommand):

@@ -1,0 +1,345 @@
+"""Submissions: create, prepare, cancel, close, expire.
+
+The evaluation pipeline::
+
+    submission_create ──on commit──> submission_prepare task   (queue "control")
+        generates the queries of every app, one EpisodeRecord row each, then
+        ──on commit──> episode_execute task × N                 (queue = the app id)
+            runs one episode (``submissions.services.episodes``), stores its verdict
+            atomically, and the last one to finish closes the submission.
+
+Nothing here can leave a submission stuck: generation errors fail the submission with a
+message; a submission or an episode no worker took is expired (:func:`submissions_expire`,
+Celery beat); a team member may cancel an open submission (:func:`submission_cancel`). Every
+refusal raises a typed error from ``submissions.errors``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
+from evaluator.types import Query, new_seed
+from evaluator.variants import generate_batch
+from submissions.errors import (
+    InvalidInputError,
+    NotYourAgentError,
+    NotYourSubmissionError,
+    QuotaExceededError,
+    SubmissionClosedError,
+    SubmissionInProgressError,
+)
+from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
+from submissions.services import dispatch
+from submissions.services.packs import held_out_packs_now, submission_packs
+from submissions.services.preflight import preflight_gate_check
+from submissions.services.storage import storable
+from submissions.services.teams import team_member_is
+
+logger = logging.getLogger(__name__)
+
+#: A submission is open (may still run episodes) in these states.
+OPEN_STATUSES = (Submission.Status.QUEUED, Submission.Status.RUNNING)
+#: Most queries per app of a team's submission (the submit form and the API mirror it).
+TEAM_QUERIES_PER_APP_MAX = 200
+#: Most queries per app of a round's submissions (the round form mirrors it).
+ROUND_QUERIES_PER_APP_MAX = 1000
+
+
+def apps_validate(apps: Sequence[str], queries_per_app: int, *, max_queries: int) -> list[str]:
+    """``apps`` without repeats, in the given order, once every app is registered and
+    ``queries_per_app`` is in ``1..max_queries``.
+
+    Raises:
+        InvalidInputError: no app, an unknown app, or a query count out of range.
+    """
+    chosen = list(dict.fromkeys(apps))
+    unknown = [a for a in chosen if a not in app_ids()]
+    if not chosen or unknown:
+        raise InvalidInputError(f"unknown or missing apps {unknown or chosen}; known: {app_ids()}")
+    if not 1 <= queries_per_app <= max_queries:
+        raise InvalidInputError(f"queries per app must be between 1 and {max_queries}")
+    return chosen
+
+
+def _team_submission_rules_check(*, agent: Agent, apps: list[str]) -> None:
+    """The pre-flight gate for ``apps``, one open submission per agent and the team's daily
+    quota (team submissions only).
+
+    Call inside a transaction that holds the team row lock. Submissions the platform failed
+    (``platform_failed``) are not charged to the quota.
+
+    Raises:
+        PreflightNotPassedError: the agent's pre-flight has not cleared ``apps``.
+        SubmissionInProgressError: the agent has a queued or running submission.
+        QuotaExceededError: the team used ``SUBMISSIONS_PER_TEAM_PER_DAY`` in the last 24 hours.
+    """
+    preflight_gate_check(agent=agent, apps=apps)
+    if Submission.objects.filter(agent=agent, status__in=OPEN_STATUSES).exists():
+        raise SubmissionInProgressError("this agent already has a submission in progress")
+    since = timezone.now() - timedelta(days=1)
+    used = Submission.objects.filter(
+        agent__team_id=agent.team_id,
+        round__isnull=True,
+        created_at__gte=since,
+        platform_failed=False,
+    ).count()
+    if used >= settings.NETARENA["SUBMISSIONS_PER_TEAM_PER_DAY"]:
+        raise QuotaExceededError("daily submission quota of your team is used up")
+
+
+def submission_create(
+    *,
+    agent: Agent,
+    apps: Sequence[str],
+    queries_per_app: int,
+    seed: int | None = None,
+    round: Round | None = None,  # noqa: A002 - the field's name
+    actor: Any = None,
+) -> Submission:
+    """Create a queued submission and enqueue its preparation once the transaction commits.
+
+    Its queries are drawn from the public generator and, at the held-out share, from the
+    operator's held-out variant packs (a round's submissions: the round's packs and share;
+    others: the packs configured now). The packs' names and digests are fixed here, so the
+    queries cannot change between creation and preparation.
+
+    A team submission (``round`` is None) obeys the pre-flight gate, one open submission per
+    agent, the team's daily quota and at most :data:`TEAM_QUERIES_PER_APP_MAX` queries per
+    app; a round's submissions are started by an admin, count against neither and may have up
+    to :data:`ROUND_QUERIES_PER_APP_MAX`. The seed is secret and fresh unless given (rounds
+    share theirs across agents).
+
+    Args:
+        actor: the user acting (API, pages); when given the agent must belong to one of their
+            teams. Internal callers (rounds, commands) pass ``None``.
+
+    Raises:
+        NotYourAgentError: ``actor`` is not a member of the agent's team.
+        InvalidInputError: unknown app or a query count out of range.
+        PreflightNotPassedError: the agent's pre-flight has not cleared ``apps``.
+        SubmissionInProgressError: the agent already has an open submission.
+        QuotaExceededError: the team's daily quota is used up.
+    """
+    if actor is not None and not agent.team.members.filter(pk=actor.pk).exists():
+        raise NotYourAgentError("no such agent among your teams")
+    limit = TEAM_QUERIES_PER_APP_MAX if round is None else ROUND_QUERIES_PER_APP_MAX
+    chosen = apps_validate(apps, queries_per_app, max_queries=limit)
+    try:
+        with transaction.atomic():
+            if round is None:
+                # Lock the team row: concurrent submissions of one team run these checks one
+                # after another; the partial unique constraint
+                # ``one_open_submission_per_agent`` backs the first rule in the database.
+                Team.objects.select_for_update().filter(pk=agent.team_id).first()
+                submissions_expire(agent=agent)
+                _team_submission_rules_check(agent=agent, apps=chosen)
+                packs, share = held_out_packs_now(chosen)
+            else:
+                packs = {a: p for a, p in round.packs.items() if a in chosen}
+                share = round.held_out_share
+            submission = Submission.objects.create(
+                agent=agent,
+                round=round,
+                seed=seed if seed is not None else new_seed(),
+                apps=chosen,
+                queries_per_app=queries_per_app,
+                packs=packs,
+                held_out_share=share if packs else 0.0,
+            )
+            transaction.on_commit(
+                lambda: dispatch.task_send(
+                    dispatch.SUBMISSION_PREPARE_TASK, (submission.pk,), queue=CONTROL_QUEUE
+                )
+            )
+    except IntegrityError:
+        raise SubmissionInProgressError("this agent already has a submission in progress") from None
+    return submission
+
+
+def submission_prepare(*, submission_id: int) -> None:
+    """Generate the submission's queries, store one EpisodeRecord per query and enqueue them.
+
+    Idempotent: a submission that already has episodes only re-enqueues the unfinished ones.
+    """
+    submission = Submission.objects.get(pk=submission_id)
+    if submission.status not in OPEN_STATUSES:
+        return  # finished, failed or cancelled meanwhile
+    if not submission.episodes.exists():
+        try:
+            rows: list[EpisodeRecord] = []
+            for app_id in submission.apps:
+                batch = generate_batch(
+                    get_app(app_id),
+                    submission.queries_per_app,
+                    submission.seed,
+                    packs=submission_packs(submission, app_id),
+                    share=submission.held_out_share,
+                )
+                rows.extend(_episode_row(submission, query) for query in batch)
+        except Exception as exc:  # noqa: BLE001 - any generator failure fails the submission
+            logger.exception("generation failed for submission %s", submission.pk)
+            if Submission.objects.filter(pk=submission.pk, status__in=OPEN_STATUSES).update(
+                status=Submission.Status.FAILED,
+                platform_failed=True,
+                error=storable(f"query generation failed: {exc}"[:2000]),
+                finished_at=timezone.now(),
+            ):
+                dispatch.submission_closed_announce(submission.pk)
+            return
+        with transaction.atomic():
+            EpisodeRecord.objects.bulk_create(rows, ignore_conflicts=True)
+            if not Submission.objects.filter(
+                pk=submission.pk, status=Submission.Status.QUEUED
+            ).update(status=Submission.Status.RUNNING, started_at=timezone.now()):
+                # cancelled while its queries were generated: none of them runs
+                submission.episodes.filter(status=EpisodeRecord.Status.PENDING).update(
+                    status=EpisodeRecord.Status.CANCELLED, finished_at=timezone.now()
+                )
+                return
+    pending = list(
+        submission.episodes.filter(
+            status__in=[EpisodeRecord.Status.PENDING, EpisodeRecord.Status.RUNNING]
+        ).values_list("pk", "app_id")
+    )
+
+    def enqueue() -> None:
+        for episode_id, app_id in pending:
+            dispatch.task_send(dispatch.EPISODE_EXECUTE_TASK, (episode_id,), queue=app_id)
+
+    transaction.on_commit(enqueue)
+
+
+def _episode_row(submission: Submission, query: Query) -> EpisodeRecord:
+    return EpisodeRecord(
+        submission=submission,
+        app_id=query.app_id,
+        app_version=query.app_version,
+        index=query.index,
+        query_id=query.query_id,
+        level=query.level,
+        label=query.label,
+        query=query.to_dict(),
+    )
+
+
+def submission_close_if_complete(*, submission_id: int) -> bool:
+    """Mark the submission finished once no episode is pending or running.
+
+    Infrastructure failures are kept apart from the agent's: when more than
+    ``INFRA_FAILURE_MAX_SHARE`` (``NETARENA_INFRA_FAILURE_MAX_SHARE``, default 0.1) of its
+    episodes ended as evaluator errors, the submission is ``incomplete`` (and
+    ``platform_failed``): not ranked, not charged to the quota, never shown as zeros. A
+    submission without a single scored episode is always such a case.
+    The conditional UPDATE makes exactly one caller win when episodes finish concurrently
+    (a cancelled submission stays cancelled). Returns True for that caller.
+    """
+    episodes = EpisodeRecord.objects.filter(submission_id=submission_id)
+    unfinished = episodes.filter(
+        status__in=[EpisodeRecord.Status.PENDING, EpisodeRecord.Status.RUNNING]
+    ).exists()
+    if unfinished:
+        return False
+    scored = episodes.filter(status=EpisodeRecord.Status.DONE).count()
+    errors = episodes.filter(status=EpisodeRecord.Status.ERROR).count()
+    share = errors / (scored + errors) if scored + errors else 1.0
+    max_share = float(settings.NETARENA["INFRA_FAILURE_MAX_SHARE"])
+    incomplete = scored == 0 or share > max_share
+    updated = Submission.objects.filter(pk=submission_id, status=Submission.Status.RUNNING).update(
+        status=Submission.Status.FINISHED,
+        finished_at=timezone.now(),
+        platform_failed=incomplete,
+        incomplete=incomplete,
+    )
+    if updated == 1:
+        dispatch.submission_closed_announce(submission_id)  # the finish e-mail (accounts)
+    return updated == 1
+
+
+def submission_cancel(*, submission: Submission, actor: Any) -> Submission:
+    """Cancel a queued or running submission.
+
+    Its pending episodes are closed as ``cancelled`` at once (and their tasks revoked; a
+    worker that still receives one checks the submission first and skips it); episodes
+    already running finish and their verdicts are stored whole, never half-written. A
+    cancelled submission is never ranked. Quota rule: a cancelled team submission still counts
+    against the team's daily quota (the quota counts submissions started; only platform
+    failures are free), so cancelling cannot be used to try more batches than the quota.
+
+    Raises:
+        NotYourSubmissionError: ``actor`` is not a member of the agent's team, or the
+            submission belongs to a round and ``actor`` is not staff.
+        SubmissionClosedError: the submission is no longer queued or running.
+    """
+    is_staff = bool(getattr(actor, "is_staff", False))
+    member = team_member_is(team=submission.agent.team, user=actor)
+    if not is_staff and (not member or submission.round_id is not None):
+        raise NotYourSubmissionError("you may not cancel this submission")
+    with transaction.atomic():
+        updated = Submission.objects.filter(pk=submission.pk, status__in=OPEN_STATUSES).update(
+            status=Submission.Status.CANCELLED, finished_at=timezone.now()
+        )
+        if not updated:
+            raise SubmissionClosedError("this submission is no longer queued or running")
+        pending = EpisodeRecord.objects.filter(
+            submission=submission, status=EpisodeRecord.Status.PENDING
+        )
+        revoked = [dispatch.episode_task_id(pk) for pk in pending.values_list("pk", flat=True)]
+        pending.update(status=EpisodeRecord.Status.CANCELLED, finished_at=timezone.now())
+        transaction.on_commit(lambda: dispatch.tasks_revoke(revoked))
+    submission.refresh_from_db()
+    return submission
+
+
+def submissions_expire(*, max_wait_s: float | None = None, agent: Agent | None = None) -> int:
+    """Close submissions that no worker took within ``max_wait_s``.
+
+    A queued submission older than ``max_wait_s`` (the control queue had no worker) fails;
+    pending episodes of a running submission that were never started within ``max_wait_s``
+    of the submission's start (their app's queue had no worker) close as evaluator errors.
+    Either way the platform, not the agent, failed: ``platform_failed`` frees the quota and
+    the agent's open-submission slot. Runs from Celery beat and before every team submission.
+
+    Args:
+        max_wait_s: default ``SUBMISSION_MAX_WAIT_S`` (``NETARENA_SUBMISSION_MAX_WAIT_S``).
+        agent: restrict to this agent's submissions.
+
+    Returns the number of submissions closed.
+    """
+    wait_s = settings.NETARENA["SUBMISSION_MAX_WAIT_S"] if max_wait_s is None else max_wait_s
+    cutoff = timezone.now() - timedelta(seconds=wait_s)
+    submissions = Submission.objects.all() if agent is None else agent.submissions.all()
+    closed = 0
+    for submission_id in submissions.filter(
+        status=Submission.Status.QUEUED, created_at__lt=cutoff
+    ).values_list("pk", flat=True):
+        # one conditional update each: one the control worker started meanwhile stays open
+        if Submission.objects.filter(pk=submission_id, status=Submission.Status.QUEUED).update(
+            status=Submission.Status.FAILED,
+            platform_failed=True,
+            error=f"expired: no worker took the submission within {wait_s:g} s",
+            finished_at=timezone.now(),
+        ):
+            closed += 1
+            dispatch.submission_closed_announce(submission_id)
+    stale = submissions.filter(status=Submission.Status.RUNNING, started_at__lt=cutoff)
+    for submission_id in stale.values_list("pk", flat=True):
+        never_started = EpisodeRecord.objects.filter(
+            submission_id=submission_id, status=EpisodeRecord.Status.PENDING
+        )
+        message = f"evaluator: expired: no worker took the episode within {wait_s:g} s"
+        if never_started.update(
+            status=EpisodeRecord.Status.ERROR,
+            failure=message[:200],
+            details={"error": message},
+            finished_at=timezone.now(),
+        ):
+            closed += int(submission_close_if_complete(submission_id=submission_id))
+    return closed
