@@ -28,12 +28,16 @@ import os
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
+from evaluator.app import DependencyMissingError
 
-from apps.k8s.cluster.admission import MAX_POLICIES
+from apps.k8s.cluster.admission import MAX_POLICIES, refusal_in_output
+from apps.k8s.prompt import OUTPUT_MARKER, REFUSED_BY_CLUSTER
+from apps.k8s.replies import ParsedReply
 
 MANIFEST_MAX_BYTES = 256 * 1024
 """Largest here-document run (the 13 healthy policies as JSON are about 15 KiB)."""
@@ -312,6 +316,78 @@ def run_kubectl(
     return KubectlResult(
         proc.returncode, _cap(out, output_cap_bytes), False, time.monotonic() - start
     )
+
+
+@dataclass(frozen=True)
+class AgentCommand:
+    """What one parsed agent reply (not ``done``) did as a command.
+
+    Attributes:
+        text: the step's observation before the report, after ``Step n: ``.
+        ran: kubectl ran, so the namespace may have changed.
+        info: step info: ``error`` (``"refused"``: by the allow-list or by the cluster;
+            ``"unparseable"``), ``argv``, ``status``, ``command_s``, ``refused_by``.
+    """
+
+    text: str
+    ran: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def run_reply(
+    parsed: ParsedReply,
+    *,
+    kubeconfig: Path,
+    home: Path,
+    timeout_s: float = COMMAND_TIMEOUT_S,
+    output_cap_bytes: int = OUTPUT_CAP_BYTES,
+) -> AgentCommand:
+    """Check ``parsed`` (:func:`check_command`, :func:`check_manifest`) and, if allowed, run it
+    as the real kubectl. An unparseable or refused reply is not run; a write that the episode
+    namespace's admission rule or quota refused (:func:`apps.k8s.cluster.admission.
+    refusal_in_output`) ran and counts as refused. Never raises for agent reasons.
+
+    Raises:
+        DependencyMissingError: no kubectl binary.
+    """
+    refusal = parsed.error
+    info: dict[str, Any] = {}
+    if refusal is None:
+        assert parsed.argv is not None
+        refusal = check_command(parsed.argv, parsed.stdin is not None)
+        if refusal is None and parsed.stdin is not None:
+            refusal = check_manifest(parsed.stdin)
+        if refusal is not None:
+            info["error"] = "refused"
+    else:
+        info["error"] = "unparseable"
+    if refusal is not None:
+        return AgentCommand(f"not run: {refusal}", ran=False, info=info)
+    assert parsed.argv is not None
+    try:
+        result = run_kubectl(
+            parsed.argv, kubeconfig=kubeconfig, home=home, stdin=parsed.stdin,
+            timeout_s=timeout_s, output_cap_bytes=output_cap_bytes,
+        )
+    except FileNotFoundError as exc:
+        raise DependencyMissingError(str(exc)) from exc
+    status = "killed (timeout)" if result.timed_out else str(result.status)
+    info.update({"argv": list(parsed.argv), "status": result.status,
+                 "command_s": round(result.elapsed_s, 4)})
+    refused_by_cluster = refusal_in_output(result.output or "")
+    refused_line = ""
+    if refused_by_cluster is not None:
+        # the admission rule or the quota of the episode namespace refused (part of) the
+        # write: the agent's command, the agent's refused step (writes it made before
+        # the refusal stay)
+        info["error"] = "refused"
+        info["refused_by"] = "cluster"
+        refused_line = f"{REFUSED_BY_CLUSTER}{refused_by_cluster}\n"
+    text = (
+        f"{parsed.text}\nExit status: {status}\n{refused_line}"
+        f"{OUTPUT_MARKER}{result.output or '(no output)'}"
+    )
+    return AgentCommand(text, ran=True, info=info)
 
 
 def _cap(data: bytes, cap: int) -> str:

@@ -228,3 +228,19 @@ def workload() -> list[Obj]:
 def policy_copy(policies: dict[str, Obj]) -> dict[str, Obj]:
     """Deep copy of a policy set (fault injection edits copies)."""
     return copy.deepcopy(policies)
+
+
+def starting_policies(ground_truth: dict[str, Any]) -> dict[str, Obj]:
+    """The policies an episode writes over the public healthy set at reset, by name.
+
+    The injected version ``ground_truth["policies"][name]`` of every name in
+    ``ground_truth["repair"]``, plus every ``{name: policy}`` of the optional
+    ``ground_truth["baseline"]`` (created when the public set has no policy of that name).
+    Empty for a public healthy control. Public queries have no baseline and expect the public
+    connectivity; a variant pack (docs/writing-a-variant-pack.md, "k8s packs") may declare
+    another intended connectivity and another healthy set, as long as the repair (applied by
+    the oracle) together with the baseline and the untouched public policies realises it.
+    """
+    written = {name: ground_truth["policies"][name] for name in ground_truth.get("repair") or {}}
+    written.update(ground_truth.get("baseline") or {})
+    return written

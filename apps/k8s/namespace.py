@@ -13,22 +13,26 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from evaluator.app import DependencyMissingError, EmulatorError
 from kubernetes import config as kube_config
 from kubernetes.client.rest import ApiException
 
-from apps.k8s import manifests
+from apps.k8s import crosscheck, manifests
 from apps.k8s.cluster.admission import quota, wait_admission
 from apps.k8s.cluster.config import ClusterConfig, MissingBinaryError
 from apps.k8s.cluster.control_plane import Cluster, ClusterError
 from apps.k8s.cluster.health import NotEnforcedError
 from apps.k8s.cluster.kubeconfig import mint_namespace_kubeconfig
-from apps.k8s.cluster.netns import NETNS_DIR
+from apps.k8s.cluster.netns import NETNS_DIR, NetnsError
 from apps.k8s.cluster.prober import PodEndpoint, list_pod_endpoints, measure_matrix
 from apps.k8s.cluster.rest import MERGE_PATCH, KubeRest, resource_path
+from apps.k8s.cluster.sync import SyncTimeoutError
 
 NAMESPACE_PREFIX = "k8s-ep-"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -72,6 +76,19 @@ _ROLE_WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecol
 _UP_LOCK = threading.Lock()
 _UP_DONE: set[str] = set()
 
+#: What the cluster raises when it fails under us (transport, API, node agent, time-outs):
+#: infrastructure, never the agent's fault (the agent's own commands run in a subprocess whose
+#: failures are observations).
+CLUSTER_FAULTS: tuple[type[BaseException], ...] = (
+    ApiException,
+    urllib3.exceptions.HTTPError,
+    ClusterError,
+    NetnsError,
+    SyncTimeoutError,
+    NotEnforcedError,
+    OSError,
+)
+
 ServiceMatrix = dict[tuple[str, str, str], bool | None]
 """``{(src_service, dst_service, "TCP/port"): allowed}``; None when the pods of a service
 disagree or a service has no running pod."""
@@ -100,6 +117,21 @@ class NamespaceNotInSyncError(EmulatorError):
             "health": {ns: h.to_dict() for ns, h in exc.namespaces.items()}})
         err.judge_disagreement = any(h.error for h in exc.namespaces.values())
         return err
+
+
+@contextmanager
+def cluster_faults(action: str) -> Iterator[None]:
+    """Turn a :data:`CLUSTER_FAULTS` exception raised during ``action`` into EmulatorError.
+
+    Raises:
+        EmulatorError: the cluster failed (``EmulatorError`` itself passes unchanged).
+    """
+    try:
+        yield
+    except EmulatorError:
+        raise
+    except CLUSTER_FAULTS as exc:
+        raise EmulatorError(f"cluster failed during {action}: {type(exc).__name__}: {exc}") from exc
 
 
 def shared_cluster(config: ClusterConfig | None = None) -> Cluster:
@@ -360,6 +392,48 @@ class EpisodeNamespace:
         self.last_endpoints = pods
         apps = {p.key: p.labels.get(manifests.APP_LABEL, "") for p in pods}
         return measure_matrix(pods, timeout_s=PROBE_TIMEOUT_S), apps
+
+    def measure_services(
+        self,
+        *,
+        check: bool,
+        wait: bool = True,
+        cross_check: bool = True,
+        timings: dict[str, list[float]] | None = None,
+    ) -> tuple[ServiceMatrix, bool]:
+        """Probe the namespace and fold the result into services (:func:`service_matrix`).
+
+        When ``check`` (pods or policies changed), first wait for the dataplane (unless not
+        ``wait``: nothing was written since the last barrier) and afterwards, with
+        ``cross_check``, compare the pod matrix with the policy model
+        (:func:`apps.k8s.crosscheck.check`).
+
+        Args:
+            timings: seconds appended to its ``wait_s``, ``probe_s`` and ``crosscheck_s`` lists.
+
+        Returns:
+            (the service matrix, whether it was cross-checked).
+
+        Raises:
+            CrossCheckError: the dataplane disagrees with the policies (infrastructure).
+            EmulatorError: the dataplane did not settle, or the namespace is not in sync.
+        """
+        times: dict[str, list[float]] = timings if timings is not None else {}
+        t0 = time.perf_counter()
+        if check and wait:
+            self.wait()
+        t1 = time.perf_counter()
+        pod_matrix, apps = self.measure()
+        t2 = time.perf_counter()
+        if check and wait:
+            times.setdefault("wait_s", []).append(t1 - t0)
+        times.setdefault("probe_s", []).append(t2 - t1)
+        checked = check and cross_check
+        if checked:
+            crosscheck.check(self.rest.api, self.name, pod_matrix, self.last_endpoints,
+                             self.cluster.config)
+            times.setdefault("crosscheck_s", []).append(time.perf_counter() - t2)
+        return service_matrix(pod_matrix, apps), checked
 
     def fingerprint(self) -> tuple[tuple[str, str], ...]:
         """Resource versions of pods and policies (changes whenever the agent changes either)."""

@@ -20,6 +20,9 @@ REPORT_MARKER = "Connectivity report"
 OUTPUT_MARKER = "Output:\n"
 NO_MISMATCH = "No mismatches: the measured connectivity equals the intended one."
 MISMATCH_LINE = "{src} -> {dst}:{port} (expected {expected}, measured {measured})"
+REFUSED_BY_CLUSTER = "Refused by the cluster (limits of this namespace): "
+"""Observation line of a step whose write the episode namespace's admission rule or quota
+refused (:mod:`apps.k8s.cluster.admission`); such a step counts as refused."""
 
 
 def _architecture() -> str:

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from apps.k8s import crosscheck
-from apps.k8s.app import K8sApp, K8sEpisode
+from apps.k8s.app import K8sApp
 from apps.k8s.cluster.control_plane import Cluster
 from apps.k8s.cluster.rest import KubeRest, resource_path
+from apps.k8s.episode import K8sEpisode
 from apps.k8s.manifests import SERVICE_PORTS
 from apps.k8s.namespace import NAMESPACE_PREFIX
 from apps.k8s.queries import LEVEL_LABELS

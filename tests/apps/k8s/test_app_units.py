@@ -307,7 +307,7 @@ def test_a_cluster_that_stops_answering_is_an_emulator_error_not_the_agents() ->
     fault raised under an episode action becomes EmulatorError (retried, then infrastructure)."""
     import urllib3
 
-    from apps.k8s.app import cluster_faults
+    from apps.k8s.namespace import cluster_faults
     from evaluator.app import EmulatorError
 
     with pytest.raises(EmulatorError, match="during reset: MaxRetryError"):

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from apps.k8s import manifests
-from apps.k8s.app import REFUSED_BY_CLUSTER, K8sApp
+from apps.k8s.app import K8sApp
 from apps.k8s.cluster import admission
 from apps.k8s.cluster.control_plane import Cluster
 from apps.k8s.cluster.health import NamespaceHealth, NotEnforcedError
@@ -37,6 +37,7 @@ from apps.k8s.cluster.rest import KubeRest, resource_path
 from apps.k8s.cluster.sync import wait_pods_ready
 from apps.k8s.crosscheck import cross_check
 from apps.k8s.namespace import EpisodeNamespace, NamespaceNotInSyncError
+from apps.k8s.prompt import REFUSED_BY_CLUSTER
 
 Obj = dict[str, Any]
 

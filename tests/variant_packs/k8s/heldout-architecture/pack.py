@@ -28,7 +28,7 @@ Faults are then injected into the variant's healthy set: the Table 6 kinds of
 Level 1 has one fault, levels 2 and 3 two (on distinct policies; level 3 pairs include AE or
 one of the new kinds with AE). Every fault is visible on its own against the variant's matrix.
 
-Ground truth (the k8s pack hook of :class:`apps.k8s.app.K8sEpisode`): ``expected`` is the
+Ground truth (the k8s pack hook of :class:`apps.k8s.episode.K8sEpisode`): ``expected`` is the
 variant's matrix, ``policies`` the whole injected set, ``repair`` the variant-healthy version
 of every faulted policy and of every public policy the variant changes, ``baseline`` the
 variant's new policies that no fault touched. The oracle's one apply restores the variant; a
