@@ -1,9 +1,10 @@
 """Worker host check: every app whose queue a Celery worker consumes must be runnable here.
 
 Connected to Celery's ``celeryd_after_setup`` signal (the ``-Q`` queues are known by then) in
-``config/celery.py``. A worker for the ``malt`` queue on a host without a usable sandbox, or
-for ``route`` without Mininet, stops at once with the reason instead of turning every episode
-into an infrastructure failure ("fail loudly at start-up").
+``config/celery.py``. A worker for the ``malt`` queue on a host without a usable sandbox, for
+``route`` without Mininet, or for ``k8s`` without the cluster binaries or kubectl, stops at once
+with the reason instead of turning every episode into an infrastructure failure ("fail loudly
+at start-up"). Not an agent's pre-flight, which checks an agent's endpoint.
 """
 
 from __future__ import annotations
