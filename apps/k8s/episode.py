@@ -205,7 +205,6 @@ class K8sEpisode(Episode):
             report = prompt.render_report(self._scorer.current, "at the end")
             return StepResult(f"Step {n}: you ended the episode.\n\n{report}",
                               terminated=True, info=info)
-        assert self.ns.kubeconfig is not None and self._home
         command = run_reply(parsed, kubeconfig=self.ns.kubeconfig, home=self._home,
                             timeout_s=self.command_timeout_s,
                             output_cap_bytes=self.output_cap_bytes)

@@ -337,8 +337,8 @@ class AgentCommand:
 def run_reply(
     parsed: ParsedReply,
     *,
-    kubeconfig: Path,
-    home: Path,
+    kubeconfig: Path | None,
+    home: Path | None,
     timeout_s: float = COMMAND_TIMEOUT_S,
     output_cap_bytes: int = OUTPUT_CAP_BYTES,
 ) -> AgentCommand:
@@ -346,6 +346,8 @@ def run_reply(
     as the real kubectl. An unparseable or refused reply is not run; a write that the episode
     namespace's admission rule or quota refused (:func:`apps.k8s.cluster.admission.
     refusal_in_output`) ran and counts as refused. Never raises for agent reasons.
+    ``kubeconfig`` and ``home`` (the agent's credentials and private HOME) must be set once a
+    command is to run.
 
     Raises:
         DependencyMissingError: no kubectl binary.
@@ -363,7 +365,7 @@ def run_reply(
         info["error"] = "unparseable"
     if refusal is not None:
         return AgentCommand(f"not run: {refusal}", ran=False, info=info)
-    assert parsed.argv is not None
+    assert parsed.argv is not None and kubeconfig is not None and home is not None
     try:
         result = run_kubectl(
             parsed.argv, kubeconfig=kubeconfig, home=home, stdin=parsed.stdin,

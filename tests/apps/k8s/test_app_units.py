@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -319,3 +320,37 @@ def test_a_cluster_that_stops_answering_is_an_emulator_error_not_the_agents() ->
     with pytest.raises(ValueError):  # anything else is not reclassified here
         with cluster_faults("step"):
             raise ValueError("not a cluster fault")
+
+
+def test_a_refused_or_unparseable_reply_is_not_run() -> None:
+    from apps.k8s.kubectl import run_reply
+
+    refused = run_reply(parse_reply("kubectl exec -it frontend -- sh"), kubeconfig=None,
+                        home=None)
+    assert not refused.ran and refused.info == {"error": "refused"}
+    assert refused.text.startswith("not run: ")
+    unparseable = run_reply(parse_reply("rm -rf /"), kubeconfig=None, home=None)
+    assert not unparseable.ran and unparseable.info == {"error": "unparseable"}
+    assert unparseable.text == f"not run: {parse_reply('rm -rf /').error}"
+
+
+def test_a_write_the_cluster_refuses_ran_and_counts_as_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kubectl's output carries the admission rule's refusal: the step ran (writes before the
+    refusal stay), is refused by the cluster, and the observation says so above the output."""
+    from apps.k8s.cluster.admission import POLICY_NAME
+    from apps.k8s.kubectl import run_reply
+
+    refusal = f'The networkpolicies "p" is invalid: ValidatingAdmissionPolicy {POLICY_NAME} denied'
+    fake = tmp_path / "kubectl"
+    fake.write_text(f"#!/bin/sh\necho '{refusal}' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("NETARENA_KUBECTL", str(fake))
+    command = run_reply(parse_reply("kubectl apply -f - <<EOF\nkind: NetworkPolicy\nEOF"),
+                        kubeconfig=tmp_path / "kubeconfig", home=tmp_path / "home")
+    assert command.ran
+    assert command.info["error"] == "refused" and command.info["refused_by"] == "cluster"
+    assert command.info["argv"] == ["kubectl", "apply", "-f", "-"]
+    assert command.info["status"] == 1
+    assert command.text == (f"kubectl apply -f -\nExit status: 1\n"
+                            f"{prompt.REFUSED_BY_CLUSTER}{refusal}\n{prompt.OUTPUT_MARKER}{refusal}")
