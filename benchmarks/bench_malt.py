@@ -40,8 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import networkx as nx  # noqa: E402
 
 from apps.malt.app import MaltApp  # noqa: E402
+from apps.malt.fabric import port_capacities, query_graph  # noqa: E402
 from apps.malt.prompt import SANDBOX_PREAMBLE  # noqa: E402
-from apps.malt.queries import draft, ground_truth, port_capacities, query_graph  # noqa: E402
+from apps.malt.queries import draft, ground_truth  # noqa: E402
 from apps.malt.replies import extract_code  # noqa: E402
 from apps.malt.scoring import judge  # noqa: E402
 from apps.malt.topology import load_graph  # noqa: E402

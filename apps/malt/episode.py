@@ -17,8 +17,8 @@ from evaluator.app import Episode, ResetNeededError
 from evaluator.deadline import Deadline
 from evaluator.types import Query, StepResult, Verdict
 
+from apps.malt.fabric import query_graph
 from apps.malt.prompt import SANDBOX_PREAMBLE
-from apps.malt.queries import query_graph
 from apps.malt.replies import extract_code
 from apps.malt.scoring import JUDGE_BUDGET_S, failed_verdict, judge
 

@@ -21,7 +21,8 @@ from typing import Any
 
 from evaluator.types import JSON
 
-from apps.malt import queries as q
+from apps.malt import phrasing
+from apps.malt.fabric import GBPS
 from apps.malt.operations import Op, changes_topology
 from apps.malt.queries import answer_kind
 
@@ -396,9 +397,11 @@ def template_program(request: str) -> list[Op]:
 
 # ------------------------------------------------------------------ version 2 phrasings
 
-_KIND_OF_WORD = {word.lower(): kind for kind, words in q.KIND_WORDS.items() for word in words}
+_KIND_OF_WORD = {
+    word.lower(): kind for kind, words in phrasing.KIND_WORDS.items() for word in words
+}
 _KIND_WORDS_RE = "|".join(re.escape(w) for w in sorted(_KIND_OF_WORD, key=len, reverse=True))
-_KIND_OF_PLURAL = {plural.lower(): kind for kind, plural in q.PLURALS.items()}
+_KIND_OF_PLURAL = {plural.lower(): kind for kind, plural in phrasing.PLURALS.items()}
 _PLURALS_RE = "|".join(re.escape(w) for w in sorted(_KIND_OF_PLURAL, key=len, reverse=True))
 #: Kind of a bare name, read off its shape (the MALT example's naming scheme).
 _NAME_SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -452,7 +455,7 @@ def _compile(template: str) -> re.Pattern[str]:
 
 def _bps(m: re.Match[str], group: str) -> int:
     value = int(m[group])
-    return value * q.GBPS if m[f"{group}_u"].lower() == "gbit/s" else value
+    return value * GBPS if m[f"{group}_u"].lower() == "gbit/s" else value
 
 
 def _node(m: re.Match[str], memory: dict[str, str], group: str = "x") -> str | None:
@@ -487,7 +490,7 @@ def _v2_question(kind: str) -> Callable[[re.Match[str], dict[str, str]], Op | No
                 else _KIND_OF_PLURAL[groups["plural"].lower()]
             )
         if kind == "capacity" and "gbit" in (m.groupdict().get("unit") or "").lower():
-            op["unit_bps"] = q.GBPS
+            op["unit_bps"] = GBPS
         return op
 
     return build
@@ -543,15 +546,15 @@ def _v2_if_else(m: re.Match[str], memory: dict[str, str]) -> Op | None:
 def _v2_shapes() -> list[tuple[re.Pattern[str], Callable[..., Op | None]]]:
     """One pattern per version 2 phrasing whose operands a pattern can read."""
     families: list[tuple[tuple[str, ...], Callable[..., Op | None]]] = [
-        (q._IF_ELSE, _v2_if_else),
-        (q._ADD_SWITCH_NAMED, _v2_add_switch),
-        (q._ADD_PORT_NAMED, _v2_add_port),
-        (q._UPDATE, _v2_update),
-        (q._REMOVE, _v2_remove),
-        (q._RANK, _v2_question("rank")),
-        (q._COUNT, _v2_question("count")),
-        (q._CAPACITY, _v2_question("capacity")),
-        (q._LIST, _v2_question("list")),
+        (phrasing.IF_ELSE, _v2_if_else),
+        (phrasing.ADD_SWITCH_NAMED, _v2_add_switch),
+        (phrasing.ADD_PORT_NAMED, _v2_add_port),
+        (phrasing.UPDATE, _v2_update),
+        (phrasing.REMOVE, _v2_remove),
+        (phrasing.RANK, _v2_question("rank")),
+        (phrasing.COUNT, _v2_question("count")),
+        (phrasing.CAPACITY, _v2_question("capacity")),
+        (phrasing.LIST, _v2_question("list")),
     ]
     return [(_compile(template), build) for pool, build in families for template in pool]
 

@@ -50,9 +50,9 @@ from apps.malt.checks import (
     parse_graph,
     same_graph,
 )
+from apps.malt.fabric import initial_port_attrs, initial_view, port_capacities
 from apps.malt.operations import execute
 from apps.malt.overlay import TopologyView
-from apps.malt.queries import initial_port_attrs, initial_view, port_capacities
 from apps.malt.safe_views import view_plainly_safe
 from apps.malt.topology import MIN_PORT_CAPACITY_BPS, load_graph
 

@@ -24,7 +24,8 @@ from typing import Any
 
 from evaluator.types import JSON
 
-from apps.malt import queries as q
+from apps.malt import phrasing
+from apps.malt.fabric import GBPS
 from apps.malt.operations import Op, changes_topology
 from apps.malt.queries import answer_kind
 from apps.malt.reference import _NAME_SHAPES, NULL_REPLY, request_text
@@ -34,9 +35,11 @@ from apps.malt.reference import _NAME_SHAPES, NULL_REPLY, request_text
 #: ``{"extreme": "max"|"min", "kind": kind, "scope": description or None}``.
 Ref = dict[str, Any]
 
-_KIND_OF_WORD = {word.lower(): kind for kind, words in q.KIND_WORDS.items() for word in words}
+_KIND_OF_WORD = {
+    word.lower(): kind for kind, words in phrasing.KIND_WORDS.items() for word in words
+}
 _WORDS = "|".join(re.escape(w) for w in sorted(_KIND_OF_WORD, key=len, reverse=True))
-_KIND_OF_PLURAL = {plural.lower(): kind for kind, plural in q.PLURALS.items()}
+_KIND_OF_PLURAL = {plural.lower(): kind for kind, plural in phrasing.PLURALS.items()}
 _PLURALS = "|".join(re.escape(w) for w in sorted(_KIND_OF_PLURAL, key=len, reverse=True))
 #: Adjectives that pick the highest total capacity (the prompt's "How requests name things").
 _MOST = frozenset({"most", "highest", "highest-capacity", "largest", "busiest", "biggest",
@@ -140,7 +143,7 @@ def _compile(template: str) -> re.Pattern[str]:
 
 def _bps(m: re.Match[str], group: str) -> int:
     value = int(m[group])
-    return value * q.GBPS if m[f"{group}_u"].lower() == "gbit/s" else value
+    return value * GBPS if m[f"{group}_u"].lower() == "gbit/s" else value
 
 
 Builder = Callable[[re.Match[str], Ref, Reader], list[Op] | None]
@@ -154,7 +157,7 @@ def _question(kind: str) -> Builder:
             op["kind"] = (groups["kind"].upper() if groups.get("kind")
                           else _KIND_OF_PLURAL[groups["plural"].lower()])
         if kind == "capacity" and "gbit" in (groups.get("unit") or "").lower():
-            op["unit_bps"] = q.GBPS
+            op["unit_bps"] = GBPS
         return [op]
 
     return build
@@ -232,20 +235,20 @@ def _for_if(m: re.Match[str], x: Ref, reader: Reader) -> list[Op]:
 def _shapes() -> list[tuple[re.Pattern[str], Builder]]:
     """Every public sentence template, most specific families first."""
     families: list[tuple[tuple[str, ...], Builder]] = [
-        (q._FOR_IF, _for_if),
-        (q._FOR_SET, _for_set),
-        (q._FOR_ADD, _for_add),
-        (q._IF_ELSE, _if_else),
-        (q._ADD_SWITCH_NAMED, _add_switch),
-        (q._ADD_SWITCH_RULE, _add_switch),
-        (q._ADD_PORT_NAMED, _add_port),
-        (q._ADD_PORT_RULE, _add_port),
-        (q._UPDATE, _update),
-        (q._REMOVE, _remove),
-        (q._RANK, _question("rank")),
-        (q._COUNT, _question("count")),
-        (q._CAPACITY, _question("capacity")),
-        (q._LIST, _question("list")),
+        (phrasing.FOR_IF, _for_if),
+        (phrasing.FOR_SET, _for_set),
+        (phrasing.FOR_ADD, _for_add),
+        (phrasing.IF_ELSE, _if_else),
+        (phrasing.ADD_SWITCH_NAMED, _add_switch),
+        (phrasing.ADD_SWITCH_RULE, _add_switch),
+        (phrasing.ADD_PORT_NAMED, _add_port),
+        (phrasing.ADD_PORT_RULE, _add_port),
+        (phrasing.UPDATE, _update),
+        (phrasing.REMOVE, _remove),
+        (phrasing.RANK, _question("rank")),
+        (phrasing.COUNT, _question("count")),
+        (phrasing.CAPACITY, _question("capacity")),
+        (phrasing.LIST, _question("list")),
     ]
     return [(_compile(template), build) for pool, build in families for template in pool]
 

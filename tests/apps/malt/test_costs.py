@@ -17,11 +17,13 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from apps.malt import queries, safe_views
+from apps.malt import fabric, safe_views
 from apps.malt.app import MaltApp
 from apps.malt.checks import NormalizedGraph, check_safety
+from apps.malt.fabric import SPEEDS_BPS, query_graph
 from apps.malt.operations import capacity_bps
-from apps.malt.queries import BLOCK, SPEEDS_BPS, ground_truth, query_graph
+from apps.malt.phrasing import Ctx
+from apps.malt.queries import BLOCK, ground_truth
 from apps.malt.scoring import judge
 from apps.malt.topology import load_graph
 
@@ -161,8 +163,8 @@ def test_verdicts_are_identical_to_those_recorded_on_main() -> None:
 
 def _plain_port_capacities(key: str) -> dict[str, int]:
     """The capacity draw written with ``rng.choice``, as it was before it was inlined."""
-    rng = queries._rng("malt-capacity", key)
-    ops = queries.operands()
+    rng = fabric.seeded_rng("malt-capacity", key)
+    ops = fabric.operands()
     capacities: dict[str, int] = {}
     for switch in ops.by_kind["EK_PACKET_SWITCH"]:
         line = rng.choice(SPEEDS_BPS[1:])
@@ -173,10 +175,10 @@ def _plain_port_capacities(key: str) -> dict[str, int]:
 
 @pytest.mark.parametrize("key", ["v2/0/0", "v2/5/77", "v2/123456789/14"])
 def test_inlined_capacity_draws_are_those_of_random_choice(key: str) -> None:
-    assert queries.port_capacities(key) == _plain_port_capacities(key)
+    assert fabric.port_capacities(key) == _plain_port_capacities(key)
 
 
-def _walk(ops: queries.Operands, node: str) -> set[str]:
+def _walk(ops: fabric.Operands, node: str) -> set[str]:
     seen: set[str] = set()
     stack = [node]
     while stack:
@@ -188,10 +190,10 @@ def _walk(ops: queries.Operands, node: str) -> set[str]:
 
 
 def test_the_topology_index_and_draft_capacities_match_a_walk_and_the_view() -> None:
-    ops = queries.Operands(load_graph())  # a fresh index: no cached sets to start from
+    ops = fabric.Operands(load_graph())  # a fresh index: no cached sets to start from
     key = "v2/3/9"
-    view = queries.initial_view(key)
-    ctx = queries.Ctx(ops, queries.port_capacities(key), random.Random(0), 1)
+    view = fabric.initial_view(key)
+    ctx = Ctx(ops, fabric.port_capacities(key), random.Random(0), 1)
     for node in sorted(load_graph().nodes, reverse=True):  # leaves and containers mixed
         below = _walk(ops, node)
         assert ops.descendants(node) == below
@@ -203,7 +205,7 @@ def test_the_topology_index_and_draft_capacities_match_a_walk_and_the_view() -> 
 
 def _broken_views(truth: dict[str, Any]) -> list[Any]:
     """The expected view of ``truth`` and copies changed in one way each (safe or not)."""
-    ops = queries.operands()
+    ops = fabric.operands()
     key = truth["graph_key"]
     rng = random.Random(key)
 
@@ -255,11 +257,11 @@ def test_a_view_proved_safe_passes_the_full_safety_pass() -> None:
     for query in APP.generate(2 * BLOCK, seed=13):
         truth = query.ground_truth
         key = truth["graph_key"]
-        trusted = queries.initial_port_attrs(key)
+        trusted = fabric.initial_port_attrs(key)
         assert safe_views.trusted_port_attrs(trusted, load_graph())
         _, expected = ground_truth(truth["program"], key)
         assert safe_views.view_plainly_safe(expected, trusted)
-        assert safe_views.view_plainly_safe(queries.initial_view(key), trusted)
+        assert safe_views.view_plainly_safe(fabric.initial_view(key), trusted)
         for view in _broken_views(truth):
             full = check_safety(NormalizedGraph.from_view(view))
             if safe_views.view_plainly_safe(view, trusted):

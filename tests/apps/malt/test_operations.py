@@ -10,9 +10,10 @@ import pytest
 
 from apps.malt.app import MaltApp
 from apps.malt.checks import NormalizedGraph, compare_graphs
+from apps.malt.fabric import query_graph
 from apps.malt.operations import ProgramError, capacity_bps, execute, ranking
 from apps.malt.overlay import TopologyView
-from apps.malt.queries import BLOCK, ground_truth, query_graph
+from apps.malt.queries import BLOCK, ground_truth
 from apps.malt.reference import oracle_code
 from apps.malt.scoring import judge
 from apps.malt.topology import load_graph

@@ -9,8 +9,9 @@ import pytest
 
 from apps.malt.app import MaltApp
 from apps.malt.checks import NormalizedGraph, check_safety
+from apps.malt.fabric import initial_view
 from apps.malt.operations import execute
-from apps.malt.queries import ALL_LABELS, BLOCK, LEVEL_LABELS, ground_truth, initial_view
+from apps.malt.queries import ALL_LABELS, BLOCK, LEVEL_LABELS, ground_truth
 from apps.malt.topology import load_graph
 from evaluator.types import Query
 

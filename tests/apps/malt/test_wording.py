@@ -11,19 +11,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from apps.malt import queries as q
+from apps.malt import phrasing
 from apps.malt.app import MaltApp
 from apps.malt.checks import NormalizedGraph, compare_graphs
+from apps.malt.fabric import SPEEDS_BPS, graph_key, initial_view, port_capacities, query_graph
 from apps.malt.operations import ProgramError, execute
 from apps.malt.overlay import TopologyView
-from apps.malt.queries import (
-    BLOCK,
-    SPEEDS_BPS,
-    ground_truth,
-    initial_view,
-    port_capacities,
-    query_graph,
-)
+from apps.malt.queries import BLOCK, ground_truth
 from apps.malt.reference import template_program
 from apps.malt.topology import load_graph
 
@@ -53,18 +47,19 @@ def _template_regex(template: str) -> re.Pattern[str]:
 
 def test_every_sentence_kind_has_five_phrasings_and_the_seed_uses_them() -> None:
     families: dict[str, tuple[str, ...]] = {
-        "list": q._LIST,
-        "count": q._COUNT,
-        "rank": q._RANK,
-        "remove": q._REMOVE,
-        "update": q._UPDATE,
+        "list": phrasing.LIST,
+        "count": phrasing.COUNT,
+        "rank": phrasing.RANK,
+        "remove": phrasing.REMOVE,
+        "update": phrasing.UPDATE,
     }
     for name, pool in families.items():
         assert len(set(pool)) >= 5, name
-    for pool in (q._CAPACITY, q._IF_ELSE, q._FOR_ADD, q._FOR_SET, q._FOR_IF, q._JOIN):
+    p = phrasing
+    for pool in (p.CAPACITY, p.IF_ELSE, p.FOR_ADD, p.FOR_SET, p.FOR_IF, p.JOIN):
         assert len(set(pool)) >= 5
-    assert len(q._ADD_PORT_NAMED + q._ADD_PORT_RULE) >= 5
-    assert len(q._ADD_SWITCH_NAMED + q._ADD_SWITCH_RULE) >= 5
+    assert len(phrasing.ADD_PORT_NAMED + phrasing.ADD_PORT_RULE) >= 5
+    assert len(phrasing.ADD_SWITCH_NAMED + phrasing.ADD_SWITCH_RULE) >= 5
     used: dict[str, set[int]] = {name: set() for name in families}
     for query in APP.generate(20 * BLOCK, seed=3, level=1):
         if query.label not in families:
@@ -78,11 +73,11 @@ def test_every_sentence_kind_has_five_phrasings_and_the_seed_uses_them() -> None
 
 
 def test_port_capacities_vary_per_query_and_reach_the_agent_graph() -> None:
-    first = port_capacities(q.graph_key(0, 0, APP.version))
-    second = port_capacities(q.graph_key(0, 1, APP.version))
+    first = port_capacities(graph_key(0, 0, APP.version))
+    second = port_capacities(graph_key(0, 1, APP.version))
     assert first != second and len(first) == 5120
     assert set(first.values()) <= set(SPEEDS_BPS) and len(set(first.values())) >= 5
-    graph = query_graph(q.graph_key(0, 0, APP.version))
+    graph = query_graph(graph_key(0, 0, APP.version))
     assert all(graph.nodes[p]["physical_capacity_bps"] == c for p, c in first.items())
     assert all(  # the shared base graph keeps its own capacities
         load_graph().nodes[p]["physical_capacity_bps"] == 1_000_000_000 for p in first
@@ -177,9 +172,9 @@ def test_the_template_floor_reads_named_operands_exactly() -> None:
 
 def test_initial_view_does_not_touch_the_shared_graph() -> None:
     base = load_graph()
-    view = initial_view(q.graph_key(5, 5, APP.version))
+    view = initial_view(graph_key(5, 5, APP.version))
     assert isinstance(view, TopologyView) and view.base is base
-    port = next(iter(port_capacities(q.graph_key(5, 5, APP.version))))
+    port = next(iter(port_capacities(graph_key(5, 5, APP.version))))
     assert base.nodes[port]["physical_capacity_bps"] == 1_000_000_000
 
 

@@ -17,6 +17,7 @@ import hashlib
 import random
 from typing import Any
 
+from apps.malt import fabric, phrasing
 from apps.malt import queries as q
 from apps.malt.prompt import render_prompt
 from apps.malt.topology import split_node_id
@@ -76,18 +77,18 @@ class Speaker:
     """Renders one program as a request, with its own random choices."""
 
     def __init__(self, rng: random.Random) -> None:
-        self.rng, self.ops = rng, q.operands()
+        self.rng, self.ops = rng, fabric.operands()
 
     def pick(self, options: tuple[str, ...]) -> str:
         return self.rng.choice(options)
 
     def cap(self, bps: int) -> str:
-        return f"{bps // q.GBPS} Gbit/s" if bps % q.GBPS == 0 else f"{bps} bit/s"
+        return f"{bps // fabric.GBPS} Gbit/s" if bps % fabric.GBPS == 0 else f"{bps} bit/s"
 
     def operand(self, node: str) -> str:
         """``node`` named in a held-out form, or described by containment."""
         kind, name = split_node_id(node)
-        word = q.KIND_WORDS[kind][0]
+        word = phrasing.KIND_WORDS[kind][0]
         ops, roll = self.ops, self.rng.random()
         parents = ops.parents(node) if node in ops.graph else []
         if kind == "EK_PORT" and parents and roll < 0.5:
@@ -99,7 +100,7 @@ class Speaker:
                 child = self.rng.choice(held)
                 child_kind, child_name = split_node_id(child)
                 if sum(1 for p in ops.parents(child) if ops.kind(p) == kind) == 1:
-                    return (f"the {word} that holds {q.KIND_WORDS[child_kind][0]} "
+                    return (f"the {word} that holds {phrasing.KIND_WORDS[child_kind][0]} "
                             f"`{child_name}`")
         article = "an" if word[0] in "aeiou" else "a"
         return self.pick((f"the {word} named `{name}`", f"`{name}` ({article} {word})"))
@@ -112,16 +113,16 @@ class Speaker:
             return self._for_each(op)
         node: str = op.get("node") or op["parent"]
         if node == last:
-            x = f"that {q.KIND_WORDS[split_node_id(node)[0]][0]}"
+            x = f"that {phrasing.KIND_WORDS[split_node_id(node)[0]][0]}"
         else:
             x = self.operand(node)
         fill = {"x": x, "X": x[:1].upper() + x[1:]}
         if kind == "list":
             return self.pick(LIST).format(**fill)
         if kind == "count":
-            return self.pick(COUNT).format(plural=q.PLURALS[op["kind"]], **fill)
+            return self.pick(COUNT).format(plural=phrasing.PLURALS[op["kind"]], **fill)
         if kind == "capacity":
-            unit = " (answer in Gbit/s)" if op.get("unit_bps") == q.GBPS else ""
+            unit = " (answer in Gbit/s)" if op.get("unit_bps") == fabric.GBPS else ""
             return self.pick(CAPACITY).format(unit=unit, **fill)
         if kind == "rank":
             return self.pick(RANK).format(**fill)
@@ -174,14 +175,14 @@ class Speaker:
 def _threshold(program: list[dict[str, Any]], key: str) -> None:
     """Give a for-each over chosen ports the threshold that chose them (the program lists the
     ports; the request states the rule): the lowest capacity among the switch's other ports."""
-    capacities = q.port_capacities(key)
+    capacities = fabric.port_capacities(key)
     for op in program:
         if op["op"] == "for_each" and "nodes" in op["items"]:
             chosen = op["items"]["nodes"]
-            ports = q.operands().children(q.operands().parents(chosen[0])[0])
+            ports = fabric.operands().children(fabric.operands().parents(chosen[0])[0])
             others = [capacities[p] for p in ports if p not in chosen]
             op["threshold_bps"] = (min(others) if others
-                                   else max(capacities[p] for p in chosen) + q.GBPS)
+                                   else max(capacities[p] for p in chosen) + fabric.GBPS)
 
 
 def _question(program: list[dict[str, Any]], rng: random.Random) -> str:
