@@ -1,4 +1,12 @@
-"""Seeded choices shared by the apps' query generators."""
+"""Seeded choices shared by the apps' query generators.
+
+The route and k8s generators build their batches alike: the labels of each index cycle through
+a seeded order of the app's level table (the paper's Tables 5 and 6), a stratified share of the
+indices are healthy controls, and each query draws its ground truth from its own seeded stream.
+:func:`seeded_queries` does all of that; an app supplies its table and the function that turns
+one draw into a prompt and a ground truth. Mixing in held-out variant packs happens one layer
+up (:func:`evaluator.variants.generate_batch`).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,8 @@ import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
+
+from evaluator.types import JSON, Query
 
 
 def labels_at(
@@ -127,3 +137,78 @@ def draw_labels(
                 drawn_level = stream.choice(levels)
         draws.append(LabelDraw(labels, drawn_level, control))
     return draws
+
+
+def level_in(table: Mapping[int, Sequence[tuple[str, ...]]], labels: tuple[str, ...]) -> int:
+    """The level whose combinations in ``table`` (the paper's Table 5 or 6) hold ``labels``.
+
+    Raises:
+        KeyError: ``labels`` is no combination of ``table`` (message: the labels joined by +).
+    """
+    for level, combos in table.items():
+        if labels in combos:
+            return level
+    raise KeyError("+".join(labels))
+
+
+def query_rng(
+    *, app_id: str, version: int, seed: int, index: int, labels: tuple[str, ...]
+) -> random.Random:
+    """The seeded stream query ``index`` of the batch of ``seed`` draws its ground truth from,
+    keyed ``"<app_id>/v<version>/<seed>/<index>/<labels joined by +>"`` (controls: ``HEALTHY``).
+    A query's ground truth depends on nothing else, so it never depends on the batch size."""
+    return random.Random(f"{app_id}/v{version}/{seed}/{index}/{'+'.join(labels)}")
+
+
+#: Builds one query's ``(prompt, ground truth)`` from its draw and its :func:`query_rng`.
+QueryBuilder = Callable[[LabelDraw, random.Random], tuple[str, JSON]]
+
+
+def seeded_queries(
+    table: Mapping[int, Sequence[tuple[str, ...]]],
+    build: QueryBuilder,
+    *,
+    app_id: str,
+    version: int,
+    seed: int,
+    count: int,
+    level: int | None,
+    levels: Sequence[int],
+    healthy_share: float,
+) -> list[Query]:
+    """Queries ``0 .. count-1`` of the batch of ``seed``: the labels, level and healthy-control
+    placement of each index from :func:`draw_labels` (levels looked up with :func:`level_in`),
+    its prompt and ground truth from ``build(draw, query_rng(...))``. Same arguments, same
+    queries; query ``i`` never depends on ``count``.
+
+    Raises:
+        ValueError: as :func:`draw_labels` (negative count, unknown level, bad share).
+    """
+    draws = draw_labels(
+        table,
+        level_of=lambda labels: level_in(table, labels),
+        app_id=app_id,
+        version=version,
+        seed=seed,
+        count=count,
+        level=level,
+        levels=levels,
+        healthy_share=healthy_share,
+    )
+    queries = []
+    for index, draw in enumerate(draws):
+        rng = query_rng(app_id=app_id, version=version, seed=seed, index=index, labels=draw.labels)
+        prompt, truth = build(draw, rng)
+        queries.append(
+            Query(
+                app_id=app_id,
+                app_version=version,
+                seed=seed,
+                index=index,
+                level=draw.level,
+                labels=draw.labels,
+                prompt=prompt,
+                ground_truth=truth,
+            )
+        )
+    return queries

@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from evaluator.sampling import draw_labels
+from evaluator.sampling import LabelDraw, level_in, seeded_queries
 from evaluator.types import Query
 
 from apps.k8s import manifests, prompt
@@ -65,10 +65,7 @@ MAX_DRAWS = 200
 
 def level_of(labels: tuple[str, ...]) -> int:
     """Level of a label combination. Raises ``KeyError`` for a combination not in Table 6."""
-    for level, combos in LEVEL_LABELS.items():
-        if labels in combos:
-            return level
-    raise KeyError(labels)
+    return level_in(LEVEL_LABELS, labels)
 
 
 MODEL_NAMESPACE = "model"
@@ -275,16 +272,23 @@ def generate_queries(
 ) -> list[Query]:
     """Return ``count`` k8s queries for ``seed`` (see :meth:`apps.k8s.app.K8sApp.generate`).
 
-    ``healthy_share`` of them (:func:`evaluator.sampling.draw_labels`) are healthy
+    ``healthy_share`` of them (placed by :func:`evaluator.sampling.seeded_queries`) are healthy
     controls: label ``HEALTHY``, the healthy policy set, no fault, ``"healthy": True`` in the
     ground truth, and the same prompt as every other query.
 
     Raises:
         ValueError: negative count or a level not in ``levels``.
     """
-    draws = draw_labels(
+    text = prompt.render_prompt(max_steps)
+
+    def build(draw: LabelDraw, rng: random.Random) -> tuple[str, dict[str, Any]]:
+        if draw.control:
+            return text, healthy_ground_truth()
+        return text, sample_ground_truth(draw.labels, rng)
+
+    return seeded_queries(
         LEVEL_LABELS,
-        level_of=level_of,
+        build,
         app_id=app_id,
         version=version,
         seed=seed,
@@ -293,24 +297,3 @@ def generate_queries(
         levels=levels,
         healthy_share=healthy_share,
     )
-    text = prompt.render_prompt(max_steps)
-    queries = []
-    for index, (labels, query_level, control) in enumerate(draws):
-        if control:
-            truth = healthy_ground_truth()
-        else:
-            rng = random.Random(f"k8s/v{version}/{seed}/{index}/{'+'.join(labels)}")
-            truth = sample_ground_truth(labels, rng)
-        queries.append(
-            Query(
-                app_id=app_id,
-                app_version=version,
-                seed=seed,
-                index=index,
-                level=query_level,
-                labels=labels,
-                prompt=text,
-                ground_truth=truth,
-            )
-        )
-    return queries

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from evaluator.sampling import draw_labels
+from evaluator.sampling import LabelDraw, level_in, seeded_queries
 from evaluator.types import Query
 
 from apps.route.faults import (
@@ -51,10 +51,7 @@ ROUTER_SHARE = 1 / 4
 
 def level_of(labels: tuple[str, ...]) -> int:
     """Level of a label tuple. Raises ``KeyError`` for a combination not in Table 5."""
-    for level, combos in LEVEL_LABELS.items():
-        if labels in combos:
-            return level
-    raise KeyError("+".join(labels))
+    return level_in(LEVEL_LABELS, labels)
 
 
 # ground truth -----------------------------------------------------------------------------------
@@ -172,33 +169,24 @@ def generate_queries(
     """Return ``count`` route queries for ``seed`` (see :meth:`apps.route.app.RouteApp.generate`).
 
     ``switches``/``hosts`` are inclusive ranges of the subnet count and hosts per subnet (None:
-    the level's, :data:`LEVEL_SHAPES`); ``max_steps`` is the step budget the
-    prompt announces. ``healthy_share`` of the queries (chosen by
-    :func:`evaluator.sampling.draw_labels`) are healthy controls: label ``HEALTHY``, the
-    level's topology and distractors, no fault, ``ground_truth["healthy"] = True``, and the
-    same prompt as every other query.
+    the level's, :data:`LEVEL_SHAPES`); ``max_steps`` is the step budget the prompt announces.
+    ``healthy_share`` of the queries (placed by :func:`evaluator.sampling.seeded_queries`) are
+    healthy controls: label ``HEALTHY``, the level's topology and distractors, no fault,
+    ``ground_truth["healthy"] = True``, and the same prompt as every other query.
 
     Raises:
         ValueError: negative count or a level not in ``levels``.
     """
-    draws = draw_labels(
-        LEVEL_LABELS,
-        level_of=level_of,
-        app_id=app_id,
-        version=version,
-        seed=seed,
-        count=count,
-        level=level,
-        levels=levels,
-        healthy_share=healthy_share,
-    )
-    queries = []
-    for index, (labels, level_index, control) in enumerate(draws):
-        rng = random.Random(f"route/v{version}/{seed}/{index}/{'+'.join(labels)}")
+
+    def build(draw: LabelDraw, rng: random.Random) -> tuple[str, dict[str, Any]]:
         truth = sample_ground_truth(
-            () if control else labels, rng, level=level_index, switches=switches, hosts=hosts
+            () if draw.control else draw.labels,
+            rng,
+            level=draw.level,
+            switches=switches,
+            hosts=hosts,
         )
-        if control:
+        if draw.control:
             truth["healthy"] = True
         shape = truth["topology"]
         prompt = render_prompt(
@@ -207,16 +195,16 @@ def generate_queries(
             num_routers=shape["num_routers"],
             max_steps=max_steps,
         )
-        queries.append(
-            Query(
-                app_id=app_id,
-                app_version=version,
-                seed=seed,
-                index=index,
-                level=level_index,
-                labels=labels,
-                prompt=prompt,
-                ground_truth=truth,
-            )
-        )
-    return queries
+        return prompt, truth
+
+    return seeded_queries(
+        LEVEL_LABELS,
+        build,
+        app_id=app_id,
+        version=version,
+        seed=seed,
+        count=count,
+        level=level,
+        levels=levels,
+        healthy_share=healthy_share,
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 
 import pytest
 
@@ -15,7 +16,11 @@ from evaluator.sampling import (
     draw_labels,
     is_healthy_control,
     labels_at,
+    level_in,
+    query_rng,
+    seeded_queries,
 )
+from evaluator.types import JSON
 
 TABLE: dict[int, list[tuple[str, ...]]] = {
     1: [("A",), ("B",)],
@@ -76,6 +81,47 @@ def test_controls_carry_the_healthy_label_and_the_asked_level() -> None:
 def test_bad_arguments_are_refused(count: int, level: int | None, share: float) -> None:
     with pytest.raises(ValueError):
         _draws(count, level=level, share=share)
+
+
+def test_level_in_finds_the_level_of_a_combination_and_refuses_others() -> None:
+    assert [level_in(TABLE, c) for c in (("B",), ("B", "C"), ("A", "B", "C"))] == [1, 2, 3]
+    with pytest.raises(KeyError, match="C\\+A"):
+        level_in(TABLE, ("C", "A"))
+
+
+def _toy_queries(count: int, share: float) -> list[tuple[str, JSON]]:
+    def build(draw: LabelDraw, rng: random.Random) -> tuple[str, JSON]:
+        truth: JSON = {"control": draw.control, "draw": rng.random()}
+        return f"fix {'+'.join(draw.labels)} at level {draw.level}", truth
+
+    queries = seeded_queries(
+        TABLE,
+        build,
+        app_id="toy",
+        version=1,
+        seed=5,
+        count=count,
+        level=None,
+        levels=LEVELS,
+        healthy_share=share,
+    )
+    assert [q.index for q in queries] == list(range(count))
+    assert {(q.app_id, q.app_version, q.seed, q.pack) for q in queries} == {("toy", 1, 5, "public")}
+    draws = _draws(count, level=None, share=share)
+    assert [(q.labels, q.level) for q in queries] == [(d.labels, d.level) for d in draws]
+    return [(q.prompt, q.ground_truth) for q in queries]
+
+
+def test_seeded_queries_build_each_draw_from_its_own_stream() -> None:
+    built = _toy_queries(40, share=0.25)
+    draws = _draws(40, level=None, share=0.25)
+    for index, ((text, truth), draw) in enumerate(zip(built, draws, strict=True)):
+        assert truth["control"] == draw.control
+        assert text == f"fix {'+'.join(draw.labels)} at level {draw.level}"
+        rng = query_rng(app_id="toy", version=1, seed=5, index=index, labels=draw.labels)
+        assert truth["draw"] == rng.random()
+    assert built[:12] == _toy_queries(12, share=0.25)  # an index never sees the count
+    assert len({truth["draw"] for _text, truth in built}) == 40
 
 
 #: Query fields outside the pins (the id is keyed per installation; the pack joined later).
