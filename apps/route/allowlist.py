@@ -56,7 +56,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from apps.route.allowlist_grammar import CommandSpec, OneOf, Option, SysctlKey, Write
+from apps.route.allowlist_grammar import CommandSpec, OneOf, Option, Write
 from apps.route.allowlist_specs import (
     ALLOWED_TOOLS,
     IP_FAMILIES,
@@ -278,18 +278,14 @@ def _check_object(spec: CommandSpec, args: list[str]) -> None:
                 f"full, one of {', '.join(sorted(obj.verbs))}"
             )
     _refuse_keywords(tool, rest, spec.keywords)
+    label, kind = f"{tool} {obj.name}", spec.operands.kind
     for word in rest[1:]:
         if word.startswith("-") and len(word) > 1:
+            raise CommandRefusedError(f"{label}: option {word!r} is not allowed after the object")
+        if kind is None or not kind.accepts(word):
             raise CommandRefusedError(
-                f"{tool} {obj.name}: option {word!r} is not allowed after the object"
+                kind.refusal(label, word) if kind else f"{label} takes no operands"
             )
-        if not spec.operands.kind or not spec.operands.kind.accepts(word):
-            raise CommandRefusedError(_refusal(spec, f"{tool} {obj.name}", word))
-
-
-def _refusal(spec: CommandSpec, label: str, word: str) -> str:
-    kind = spec.operands.kind
-    return kind.refusal(label, word) if kind else f"{label} takes no operands"
 
 
 def _check_operands(spec: CommandSpec, operands: list[str], raw: list[str], writes: bool) -> None:
@@ -306,20 +302,18 @@ def _check_operands(spec: CommandSpec, operands: list[str], raw: list[str], writ
     if rule.required and not operands and not raw:
         raise CommandRefusedError(rule.required)
     dashed = ", ".join(sorted(w for w in rule.words if w.startswith("-")))
+    dashed = f" (of the words with a dash, only {dashed})" if dashed else ""
     for position, word in enumerate((*operands, *raw)):
         if word in rule.words:
             continue
         if position >= len(operands) and word.startswith("-"):
-            raise CommandRefusedError(
-                f"{tool} {word} is not allowed here (of the words with a dash, only {dashed})"
-            )
+            raise CommandRefusedError(f"{tool} {word} is not allowed here{dashed}")
         if rule.kind is not None and not rule.kind.accepts(word):
             raise CommandRefusedError(rule.kind.refusal(tool, word))
-    if isinstance(rule.kind, SysctlKey):
-        for word in operands:
-            why = rule.kind.write_refusal(tool, word, writes)
-            if why:
-                raise CommandRefusedError(why)
+    for word in (*operands, *raw):
+        why = rule.kind.write_refusal(tool, word, writes) if rule.kind else None
+        if why:
+            raise CommandRefusedError(why)
 
 
 def _check_args(spec: CommandSpec, args: list[str]) -> None:

@@ -37,6 +37,11 @@ class Value:
         """The words of this kind, for the refusal of a missing or bad option argument."""
         return "the values it takes"
 
+    def write_refusal(self, tool: str, word: str, writes: bool) -> str | None:
+        """Why the operand ``word`` may be read but not written (``writes``: the command
+        writes every operand), or None."""
+        return None
+
 
 @dataclass(frozen=True)
 class OneOf(Value):
