@@ -14,6 +14,7 @@ import pytest
 
 from apps.route import reference as agents
 from apps.route.allowlist import COMMAND_MAX_CHARS, check_command
+from apps.route.allowlist_specs import TOOLS
 from apps.route.app import RouteApp
 from apps.route.faults import METHODS, make_fault, with_prefix
 from apps.route.queries import LEVEL_LABELS
@@ -321,3 +322,28 @@ def test_every_few_shot_answer_is_allowed() -> None:
     for _situation, answer in RouteApp().few_shot_examples():
         command = json.loads(answer)["command"]
         assert check_command(command)[1] is None, command
+
+
+# --- the table -------------------------------------------------------------------------------
+def test_each_spelling_is_listed_once_per_row_and_every_refusal_has_a_reason() -> None:
+    """A spelling listed twice in a row would be read by whichever entry comes first, so an
+    option refused in one entry could be allowed by another."""
+    for tool, spec in TOOLS.items():
+        spellings = [name for option in spec.options for name in option.names]
+        assert len(spellings) == len(set(spellings)), tool
+        objects = [obj.name for obj in spec.objects]
+        assert len(objects) == len(set(objects)), tool
+        for option in spec.options:
+            assert not (option.refused and option.allowed), option
+        assert all(why for why in spec.keywords.values()), tool
+
+
+def test_a_row_refuses_its_refused_options_in_every_spelling() -> None:
+    for tool, spec in TOOLS.items():
+        for option in spec.options:
+            if not option.refused:
+                continue
+            for name in option.names:
+                word = name if spec.style != "getopt" else ("-" if len(name) == 1 else "--") + name
+                argv, reason = check_command(f"{tool} {word} x")
+                assert argv is None and reason and option.refused in reason, (tool, word, reason)
