@@ -33,6 +33,7 @@ from typing import Any
 from evaluator.app import DependencyMissingError, EmulatorError
 
 from apps.route.probe import CLONE_NEWNET, PROBE_TIMEOUT_S, PingallResult, _libc, pingall
+from apps.route.sysctl import read_sysctls
 from apps.route.topology import RouteTopology, build_mininet_topo
 
 #: Directory of per-prefix lock files (tmpfs: a reboot clears it).
@@ -44,12 +45,6 @@ _ALPHABET = string.digits + string.ascii_lowercase
 SETTLE_S = 1.2
 #: Default per-command timeout of evaluator-side commands (seconds).
 EXEC_TIMEOUT_S = 10.0
-
-
-#: ``net.*`` sysctls that change by themselves (traffic counters), left out of comparisons.
-#: Not ``stable_secret``: it is unreadable until written and cannot be unset after, so a
-#: readable one is state (a reused network's verification fails on it and rebuilds).
-VOLATILE_SYSCTLS = re.compile(r"nf_conntrack_count:")
 
 
 def enter_netns(pid: int) -> None:
@@ -65,33 +60,6 @@ def enter_netns(pid: int) -> None:
             raise OSError(err, os.strerror(err))
     finally:
         os.close(fd)
-
-
-def read_sysctls() -> dict[str, str]:
-    """Every readable ``net.*`` sysctl of the calling thread's network namespace, by path
-    under ``/proc/sys/net`` (``/proc/sys/net`` shows the reader's namespace); the volatile
-    ones (:data:`VOLATILE_SYSCTLS`) are left out, and so are those no read succeeds on (a
-    write-only ``route/flush``, a ``stable_secret`` never written)."""
-    values: dict[str, str] = {}
-    stack = ["/proc/sys/net"]
-    while stack:
-        directory = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-                continue
-            if VOLATILE_SYSCTLS.search(entry.name + ":"):
-                continue
-            try:
-                with open(entry.path, "rb", buffering=0) as handle:
-                    values[entry.path] = handle.read().decode(errors="replace")
-            except OSError:
-                continue
-    return values
 
 
 class NetnsCall:
@@ -504,7 +472,7 @@ class RouteNetwork:
 
 #: What :meth:`RouteNetwork.fingerprint_parts` reads, in order: (label, ``sh`` command). The
 #: first seven keep their indexes (callers read 0, links, and 4, qdiscs); the sysctls are
-#: read in-process (:func:`read_sysctls`), not by the command shown.
+#: read in-process (:func:`apps.route.sysctl.read_sysctls`), not by the command shown.
 FINGERPRINT_COMMANDS = (
     ("links", "ip -d link show"),
     ("ipv4 addresses", "ip -4 addr show"),

@@ -21,18 +21,10 @@ from apps.route.app import RouteApp
 from apps.route.episode import RouteEpisode
 from apps.route.faults import DISTRACTOR_KINDS, METHODS, make_distractor, make_fault, with_prefix
 from apps.route.network import RouteNetwork, list_interfaces
-from apps.route.pool import (
-    DUMP_SCRIPT,
-    POOL_ENV,
-    RoutePool,
-    _root_links,
-    _run_scripts,
-    default_pool,
-    normalize_dump,
-    read_sysctls,
-    shutdown_default_pool,
-)
+from apps.route.pool import POOL_ENV, RoutePool, default_pool, shutdown_default_pool
 from apps.route.replies import DONE_REPLY
+from apps.route.snapshot import DUMP_SCRIPT, normalize_dump, root_links, run_scripts
+from apps.route.sysctl import read_sysctls
 from apps.route.topology import RouteTopology
 from evaluator.runner import run_episode
 from evaluator.testing import ScriptedClient
@@ -48,18 +40,19 @@ def _emulator() -> None:
 
 def _full_state(net: RouteNetwork) -> dict[str, object]:
     """Every machine's dump and sysctls, read independently of the restore path."""
-    results = _run_scripts(
+    results = run_scripts(
         net, dict.fromkeys(net.topology.machines(), DUMP_SCRIPT), after=lambda _m: read_sysctls()
     )
     state: dict[str, object] = {
         machine: (normalize_dump(out), sysctls) for machine, (_s, out, sysctls) in results.items()
     }
-    state["root"] = _root_links(net.topology.prefix)
+    state["root"] = root_links(net.topology.prefix)
     return state
 
 
 def _pristine(pool: RoutePool, net: RouteNetwork) -> dict[str, object]:
-    snapshot = pool._snapshots[id(net)]
+    snapshot = pool.record(net)
+    assert snapshot is not None
     state: dict[str, object] = {
         machine: (node.dump, node.sysctls) for machine, node in snapshot.nodes.items()
     }

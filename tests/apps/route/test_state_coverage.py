@@ -21,33 +21,27 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
-from apps.route import allowlist
+from apps.route import allowlist_specs
 from apps.route.allowlist import (
     STATE_KINDS,
     WRITABLE_STATE,
     check_command,
     write_surface,
 )
+from apps.route.allowlist_grammar import CommandSpec, OneOf, SysctlKey
+from apps.route.allowlist_specs import IP_FAMILIES, IPTABLES_TABLES
 from apps.route.app import RouteApp
 from apps.route.commands import run_sandboxed
 from apps.route.episode import RouteEpisode
 from apps.route.network import FINGERPRINT_COMMANDS, FINGERPRINT_READS, RouteNetwork
-from apps.route.pool import (
-    DUMP_SCRIPT,
-    POOL_COVERAGE,
-    SHOW4,
-    SHOW6,
-    RoutePool,
-    _run_scripts,
-    normalize_dump,
-    read_sysctls,
-    verification_reads,
-)
+from apps.route.pool import POOL_COVERAGE, RoutePool, verification_reads
 from apps.route.replies import DONE_REPLY
+from apps.route.snapshot import DUMP_SCRIPT, SHOW4, SHOW6, normalize_dump, run_scripts
+from apps.route.sysctl import read_sysctls
 from apps.route.topology import RouteTopology
 from tests.apps.route.helpers import require_emulator
 
@@ -102,31 +96,38 @@ def test_a_grammar_that_grows_is_caught(
     monkeypatch: pytest.MonkeyPatch, change: str, new_write: str | None
 ) -> None:
     """The derivation sees each way the allow-list could grow past the table."""
-    if change == "ip_verb":
-        verbs = {**allowlist.IP_VERBS, "maddress": frozenset({"show", "add", "del"})}
-        monkeypatch.setattr(allowlist, "IP_VERBS", verbs)
-    elif change == "ip_object":
-        verbs = {**allowlist.IP_VERBS, "addrlabel": frozenset({"list", "add"})}
-        monkeypatch.setattr(allowlist, "IP_VERBS", verbs)
-    elif change == "tc_verb":
-        verbs = {**allowlist.TC_VERBS, "filter": frozenset({"show", "add"})}
-        monkeypatch.setattr(allowlist, "TC_VERBS", verbs)
+    tools = allowlist_specs.TOOLS
+    if change in ("ip_verb", "ip_object", "tc_verb"):
+        tool, name, verbs = {
+            "ip_verb": ("ip", "maddress", {"show", "add", "del"}),
+            "ip_object": ("ip", "addrlabel", {"list", "add"}),
+            "tc_verb": ("tc", "filter", {"show", "add"}),
+        }[change]
+        objects = tuple(replace(obj, verbs=frozenset(verbs)) if obj.name == name else obj
+                        for obj in tools[tool].objects)  # fmt: skip
+        monkeypatch.setitem(tools, tool, replace(tools[tool], objects=objects))
     elif change == "tool":
-        monkeypatch.setattr(allowlist, "ALLOWED_TOOLS", (*allowlist.ALLOWED_TOOLS, "bridge"))
-    elif change == "table":
-        monkeypatch.setattr(allowlist, "IPTABLES_TABLES", (*allowlist.IPTABLES_TABLES, "broute"))
-    elif change == "family":
-        monkeypatch.setattr(allowlist, "IP_FAMILIES", (*allowlist.IP_FAMILIES, "mpls"))
+        monkeypatch.setitem(tools, "bridge", CommandSpec("bridge", "getopt"))
+    elif change in ("table", "family"):
+        tool, option, values = (
+            ("iptables", "t", (*IPTABLES_TABLES, "broute")) if change == "table"
+            else ("ip", "-family", (*IP_FAMILIES, "mpls"))
+        )  # fmt: skip
+        options = tuple(replace(opt, value=OneOf(values)) if option in opt.names else opt
+                        for opt in tools[tool].options)  # fmt: skip
+        monkeypatch.setitem(tools, tool, replace(tools[tool], options=options))
     elif change == "sysctl_tree":
-        monkeypatch.setattr(allowlist, "_SYSCTL_KEY", re.compile(r"^[a-z]+(\.[a-z0-9_]+)+(=\S*)?$"))
+        sysctl = tools["sysctl"]
+        assert isinstance(sysctl.operands.kind, SysctlKey)
+        keys = replace(sysctl.operands.kind, pattern=re.compile(r"^[a-z]+(\.[a-z0-9_]+)+(=\S*)?$"))
+        operands = replace(sysctl.operands, kind=keys)
+        monkeypatch.setitem(tools, "sysctl", replace(sysctl, operands=operands))
     else:
         # a read-only tool that starts to write: arp without -s and -d is read-only, so
         # taking -s away removes the write, and the table is then too wide
-        spec = allowlist.ARP_SPEC
-        narrowed = allowlist.GetoptSpec(
-            "anev", spec.with_arg, frozenset(), spec.long_with_arg, spec.refused, spec.known_long
-        )
-        monkeypatch.setattr(allowlist, "ARP_SPEC", narrowed)
+        arp = tools["arp"]
+        options = tuple(opt for opt in arp.options if not {"s", "d", "D"} & set(opt.names))
+        monkeypatch.setitem(tools, "arp", replace(arp, options=options))
     surface = write_surface()
     if new_write is None:
         assert set(WRITABLE_STATE) - surface == {"arp -s/-d"}
@@ -281,8 +282,9 @@ def _agent(net: RouteNetwork, machine: str, command: str) -> str:
 def _not_pristine(pool: RoutePool, net: RouteNetwork) -> dict[str, list[str]]:
     """Machines whose state (the pool's dump, normalized, and every net.* sysctl) differs
     from the snapshot taken at the build, with what differs."""
-    snapshot = pool._snapshots[id(net)]
-    results = _run_scripts(
+    snapshot = pool.record(net)
+    assert snapshot is not None
+    results = run_scripts(
         net, dict.fromkeys(net.topology.machines(), DUMP_SCRIPT), after=lambda _m: read_sysctls()
     )
     found: dict[str, list[str]] = {}
