@@ -12,7 +12,8 @@ Episode loop: the first observation is the task, the topology and the initial pi
 (:mod:`apps.route.commands`) and answers with its output and a fresh pingall; the episode
 terminates when every pair answers, when the agent stops, or is truncated after ``max_steps``
 steps. Unparseable or refused replies are steps with an error observation. The verdict is
-:mod:`apps.route.scoring`'s.
+:mod:`apps.route.scoring`'s. A variant pack may write the topology of the first observation in
+its own layout (:func:`apps.route.prompt.topology_writer`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 
 from evaluator.app import EmulatorError, Episode, ResetNeededError
 from evaluator.types import JSON, Query, StepResult, Verdict
+from evaluator.variants import VariantPackError
 
 from apps.route.commands import (
     COMMAND_TIMEOUT_S,
@@ -38,6 +40,7 @@ from apps.route.prompt import (
     PINGALL_MARKER,
     render_reset_observation,
     render_step_observation,
+    topology_writer,
 )
 from apps.route.replies import parse_reply
 from apps.route.scoring import StepTally
@@ -55,6 +58,10 @@ class RouteEpisode(Episode):
     episode builds its own network at :meth:`reset` and tears it down at :meth:`close`; with
     one it leases a verified pristine network and :meth:`close` returns it (restored and
     verified, or destroyed).
+
+    Raises (at construction):
+        VariantPackError: the query asks for its pack's observation format and that pack is
+            not loaded here or has no ``describe`` (:func:`apps.route.prompt.topology_writer`).
     """
 
     def __init__(
@@ -73,6 +80,8 @@ class RouteEpisode(Episode):
         self.command_timeout_s = command_timeout_s
         self.output_cap_bytes = output_cap_bytes
         self.network = RouteNetwork(RouteTopology.from_dict(query.ground_truth["topology"]))
+        # a pack's observation format (or a missing pack) is known before any network is built
+        self._write_topology = topology_writer(query)
         if pool is None or pool is True:
             self._pool = default_pool(create=pool is True)
         else:
@@ -114,6 +123,7 @@ class RouteEpisode(Episode):
         Raises:
             EmulatorError: the network failed to build, was unhealthy before injection, an
                 injection command failed, or the faults did not break pingall.
+            VariantPackError: the query's pack failed to write the topology text.
         """
         started = time.perf_counter()
         if self._leased or (self._pool is None and self.network.running):
@@ -165,6 +175,11 @@ class RouteEpisode(Episode):
         elif initial.lost == 0:
             self.close()
             raise EmulatorError(f"injected faults {self.query.label} did not break pingall")
+        try:
+            topology = self._write_topology(topo)
+        except VariantPackError:
+            self.close()
+            raise
         self._tally = StepTally(initial=initial, last=initial, losses=[initial.loss_percent])
         self._ended = False
         self.setup_s = time.perf_counter() - started
@@ -172,7 +187,7 @@ class RouteEpisode(Episode):
         return render_reset_observation(
             self.query.prompt,
             prefix=topo.prefix,
-            topology=topo.describe(),
+            topology=topology,
             initial_pingall=initial.render(),
         )
 

@@ -6,7 +6,14 @@ Written for this project. The observation markers are the fixed parts of every o
 
 from __future__ import annotations
 
+import random
 import re
+from collections.abc import Callable
+
+from evaluator.types import Query
+from evaluator.variants import VariantPackError, find_pack
+
+from apps.route.topology import RouteTopology
 
 #: Text every route task contains (reference servers use it to route a task to its app).
 PROMPT_MARKER = "pingall"
@@ -64,6 +71,55 @@ def render_prompt(
         num_hosts=num_switches * hosts_per_switch,
         max_steps=max_steps,
     )
+
+
+#: Ground-truth key of a pack query whose first observation shows the topology in its pack's
+#: own layout (value :data:`PACK_FORMAT`); absent (public queries, most pack queries): the
+#: public layout, :meth:`RouteTopology.describe`.
+OBSERVATION_FORMAT_KEY = "observation_format"
+PACK_FORMAT = "pack"
+
+#: Writes the topology text of the first observation for the episode's (prefixed) topology.
+TopologyWriter = Callable[[RouteTopology], str]
+
+
+def topology_writer(query: Query) -> TopologyWriter:
+    """How the first observation of ``query`` writes its topology and intended addressing.
+
+    Public layout: :meth:`RouteTopology.describe`. A query whose ground truth sets
+    :data:`OBSERVATION_FORMAT_KEY` to :data:`PACK_FORMAT` is written by the optional
+    ``describe(topology, rng) -> str`` of the pack its ``ground_truth["variant_pack"]`` names
+    (found with :func:`evaluator.variants.find_pack`; docs/writing-a-variant-pack.md, "route
+    packs"): ``topology`` is the episode's prefixed :class:`RouteTopology`, ``rng`` a
+    ``random.Random`` seeded from (pack name, query seed, index), so the same query is always
+    written alike whatever the prefix.
+
+    Raises:
+        VariantPackError: the pack is not loaded in this process or has no ``describe`` (at
+            once); its ``describe`` raised or returned no text (when the writer is called).
+    """
+    truth = query.ground_truth
+    if truth.get(OBSERVATION_FORMAT_KEY, "public") != PACK_FORMAT:
+        return RouteTopology.describe
+    reference = truth.get("variant_pack") or {}
+    pack = find_pack(query.app_id, reference)
+    describe = getattr(pack.module, "describe", None)
+    if not callable(describe):
+        raise VariantPackError(f"variant pack {pack.name!r} has no describe(topology, rng) hook")
+    stream = f"{query.app_id}/describe/{pack.name}/{query.seed}/{query.index}"
+
+    def write(topology: RouteTopology) -> str:
+        try:
+            text = describe(topology, random.Random(stream))
+        except Exception as exc:  # noqa: BLE001 - pack code: its failure is the platform's
+            raise VariantPackError(
+                f"variant pack {pack.name!r}: describe() raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(text, str) or not text.strip():
+            raise VariantPackError(f"variant pack {pack.name!r}: describe() returned no text")
+        return text
+
+    return write
 
 
 def render_reset_observation(
