@@ -42,7 +42,7 @@ from evaluator.runner import run_episode  # noqa: E402
 from evaluator.sampling import HEALTHY_LABEL  # noqa: E402
 from evaluator.stats import wilson_interval  # noqa: E402
 from evaluator.types import JSON, EpisodeResult, Query  # noqa: E402
-from evaluator.variants import discover_packs, generate_batch  # noqa: E402
+from evaluator.variants import discover_packs, generate_batch, register_pack  # noqa: E402
 
 AGENTS = ("oracle", "scripted", "floor", "null")
 
@@ -180,6 +180,8 @@ def main() -> None:
     args = parser.parse_args()
     wanted = [a for a in args.apps.split(",") if a] or app_ids()
     packs = discover_packs(args.variant_pack) if args.variant_pack else []
+    for pack in packs:
+        register_pack(pack)  # episodes that run pack code (a route observation format) find it
     for app_id in wanted:
         app = get_app(app_id)
         agents = tuple(a for a in args.agents.split(",") if a and plays(app, a))
