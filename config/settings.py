@@ -165,6 +165,8 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
+    # A refused service call (submissions.errors.ServiceError) answers {"detail", "code"}.
+    "EXCEPTION_HANDLER": "submissions.api_errors.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "NetArena Leaderboard API",

@@ -6,7 +6,8 @@ user acts only for the teams they belong to; rounds are started by admins only
 (docs/architecture.md §8).
 Lists are paginated (``?page=N``; ``{"count", "next", "previous", "results"}``) and every
 caller is throttled (settings ``REST_FRAMEWORK``). Errors are ``{"detail": str, "code": str}``
-with status 400/403/404/409/429. Episodes never carry the query or its hidden ground truth.
+with status 400/403/404/409/429; a service's refusal propagates and is mapped once
+(``submissions.api_errors``). Episodes never carry the query or its hidden ground truth.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from evaluator.agents import PROTOCOLS
 from evaluator.registry import app_ids
 from submissions import selectors
 from submissions.api_parsers import BoundedJSONParser
-from submissions.errors import NotTeamMemberError, NotYourAgentError, ServiceError
+from submissions.errors import NotTeamMemberError, NotYourAgentError
 from submissions.models import Agent, EpisodeRecord, Round, Submission
 from submissions.progress import submission_infrastructure_failures, submission_progress
 from submissions.result_selectors import submission_result
@@ -52,11 +53,6 @@ from submissions.throttling import AnonRateThrottle, UserRateThrottle
 
 def _error(detail: str, code: str, http_status: int) -> Response:
     return Response({"detail": detail, "code": code}, status=http_status)
-
-
-def _service_error(exc: ServiceError) -> Response:
-    """Map a typed service error to ``{"detail", "code"}`` with the error's HTTP status."""
-    return _error(str(exc), exc.code, exc.http_status)
 
 
 ErrorSerializer = inline_serializer(
@@ -165,21 +161,18 @@ class AgentListCreateApi(generics.ListAPIView[Agent]):
         serializer = AgentCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        try:
-            team = selectors.team_get_for_member(name=data["team"], user=request.user)
-            if team is None:
-                raise NotTeamMemberError("you are not a member of this team")
-            agent, _ = agent_register(
-                team=team,
-                actor=request.user,
-                name=data["name"],
-                endpoint_url=data["endpoint_url"],
-                protocol=data["protocol"],
-                model_name=data["model_name"],
-                api_key=data["api_key"],
-            )
-        except ServiceError as exc:
-            return _service_error(exc)
+        team = selectors.team_get_for_member(name=data["team"], user=request.user)
+        if team is None:
+            raise NotTeamMemberError("you are not a member of this team")
+        agent, _ = agent_register(
+            team=team,
+            actor=request.user,
+            name=data["name"],
+            endpoint_url=data["endpoint_url"],
+            protocol=data["protocol"],
+            model_name=data["model_name"],
+            api_key=data["api_key"],
+        )
         return Response({"id": agent.pk, "name": agent.name, "team": team.name}, status=201)
 
 
@@ -260,18 +253,15 @@ class SubmissionListCreateApi(generics.ListAPIView[Submission]):
         serializer = SubmissionCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        try:
-            agent = selectors.agent_get(agent_id=data["agent"])
-            if agent is None:
-                raise NotYourAgentError("no such agent among your teams")
-            submission = submission_create(
-                agent=agent,
-                apps=data["apps"],
-                queries_per_app=data["queries_per_app"],
-                actor=request.user,
-            )
-        except ServiceError as exc:
-            return _service_error(exc)
+        agent = selectors.agent_get(agent_id=data["agent"])
+        if agent is None:
+            raise NotYourAgentError("no such agent among your teams")
+        submission = submission_create(
+            agent=agent,
+            apps=data["apps"],
+            queries_per_app=data["queries_per_app"],
+            actor=request.user,
+        )
         return Response({"id": submission.pk, "status": submission.status}, status=202)
 
 
@@ -436,10 +426,7 @@ class SubmissionCancelApi(APIView):
         submission = _submission_or_404(submission_id)
         if submission is None:
             return _error("no such submission", "not_found", 404)
-        try:
-            submission = submission_cancel(submission=submission, actor=request.user)
-        except ServiceError as exc:
-            return _service_error(exc)
+        submission = submission_cancel(submission=submission, actor=request.user)
         return Response(submission_progress(submission=submission).to_dict())
 
 
