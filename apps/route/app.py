@@ -34,7 +34,7 @@ class RouteApp(App):
 
     Args:
         switches: inclusive range of the subnet count S (default: the level's, see
-            ``faults.LEVEL_SHAPES``; the paper's 2-4 at level 1).
+            ``queries.LEVEL_SHAPES``; the paper's 2-4 at level 1).
         hosts: inclusive range of hosts per subnet H (default: the level's).
         probe_timeout_s: pingall wait per attempt in seconds (default 0.2).
         healthy_share: share of each batch that is a healthy control (default
