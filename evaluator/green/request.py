@@ -441,8 +441,9 @@ def parse_request(app_id: str, payload: Any) -> AssessmentRequest:
     if "participants" not in payload:
         raise RequestError("participants", "the request has no participants")
     role, url = _participant(payload["participants"])
-    config = parse_config(app_id, payload.get("config") or {})
-    return AssessmentRequest(app_id=app_id, role=role, participant_url=url, config=config)
+    config = payload.get("config")
+    checked = parse_config(app_id, {} if config is None else config)
+    return AssessmentRequest(app_id=app_id, role=role, participant_url=url, config=checked)
 
 
 def request_payload(texts: Sequence[str], data: Sequence[Any]) -> Any:

@@ -71,6 +71,9 @@ logger = logging.getLogger(__name__)
 #: Default per-reply deadline of the purple agent in seconds (NetArena's A2A client uses 60 s).
 DEFAULT_TIMEOUT_S = 60.0
 
+#: Status text of a canceled assessment.
+CANCELED_TEXT = "assessment canceled; no further query is run"
+
 T = TypeVar("T")
 
 
@@ -158,6 +161,11 @@ class GreenAgentExecutor(AgentExecutor):
         self._stops: dict[str, threading.Event] = {}
         self._one_at_a_time = asyncio.Semaphore(1)
 
+    @property
+    def running(self) -> int:
+        """Assessments whose ``execute`` has not returned yet (their episode threads included)."""
+        return len(self._stops)
+
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Check the request, then run the assessment as the module docstring describes.
 
@@ -186,15 +194,28 @@ class GreenAgentExecutor(AgentExecutor):
         try:
             await self._assess(request, client, updater, stop)
         except asyncio.CancelledError:
+            await self._end_canceled(updater)
             raise
         except Exception as exc:  # noqa: BLE001 - any fault ends the task failed, with why
-            logger.exception("assessment %s failed", task.id)
-            if not stop.is_set():
+            if stop.is_set():
+                await self._end_canceled(updater)
+            else:
+                logger.exception("assessment %s failed", task.id)
                 await updater.failed(self._say(updater, f"assessment failed: {exc}"))
+        else:
+            if stop.is_set():
+                await self._end_canceled(updater)
         finally:
             stop.set()
             self._stops.pop(task.id, None)
             await asyncio.to_thread(client.close)
+
+    async def _end_canceled(self, updater: TaskUpdater) -> None:
+        # tasks/cancel answers from a queue tapped off this one, so the stream of the request
+        # that started the task hears of the cancellation only from here, once the episode
+        # thread has finished.
+        with contextlib.suppress(RuntimeError):  # already ended (completed just before)
+            await updater.cancel(self._say(updater, CANCELED_TEXT))
 
     @staticmethod
     def _say(updater: TaskUpdater, text: str) -> Any:
@@ -279,7 +300,7 @@ class GreenAgentExecutor(AgentExecutor):
         self._stops.setdefault(task_id, threading.Event()).set()
         context_id = context.context_id or ""
         updater = TaskUpdater(event_queue, task_id, context_id)
-        await updater.cancel(new_agent_text_message("assessment canceled", context_id, task_id))
+        await updater.cancel(new_agent_text_message(CANCELED_TEXT, context_id, task_id))
 
 
 def build_app(
@@ -291,7 +312,7 @@ def build_app(
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Any:
     """The ASGI application of a green agent for ``app_id`` whose card advertises
-    ``card_url`` as its JSON-RPC endpoint.
+    ``card_url`` as its JSON-RPC endpoint (the options as :class:`GreenAgentExecutor`).
 
     Raises:
         UnknownAppError: ``app_id`` is not registered.
@@ -299,7 +320,12 @@ def build_app(
     executor = GreenAgentExecutor(
         app_id, vault=vault, allowed_networks=allowed_networks, timeout_s=timeout_s
     )
+    return asgi_app(executor, card_url=card_url)
+
+
+def asgi_app(executor: GreenAgentExecutor, *, card_url: str) -> Any:
+    """The ASGI application serving ``executor`` (a2a-sdk's default request handler, an
+    in-memory task store, the JSON-RPC Starlette application)."""
     handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore())
-    return A2AStarletteApplication(
-        agent_card=agent_card(app_id, card_url), http_handler=handler
-    ).build()
+    card = agent_card(executor.app_id, card_url)
+    return A2AStarletteApplication(agent_card=card, http_handler=handler).build()

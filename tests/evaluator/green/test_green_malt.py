@@ -1,0 +1,212 @@
+"""The MALT green agent end to end: the a2a-sdk client sends NetArena's assessment request,
+reference purple agents answer over A2A, and the verdicts are those of ``evaluate``."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client.errors import A2AClientJSONRPCError
+
+from evaluator.agents import make_client
+from evaluator.evaluation import evaluate_agent
+from evaluator.oracle_vault import OracleVault
+from tests.evaluator.conftest import LOOPBACK, free_port
+from tests.evaluator.green.conftest import Outcome, assess, cancel, wait_until
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_card_declares_streaming_and_the_app_skill(start_green) -> None:
+    green = start_green("malt")
+    card = httpx.get(green.url + "/.well-known/agent-card.json", timeout=10).json()
+    assert card["capabilities"]["streaming"] is True
+    assert [s["id"] for s in card["skills"]] == ["malt-assessment"]
+    assert card["url"] == green.url + "/" and card["name"] == "netarena-green-malt"
+
+
+def test_oracle_scores_1_and_null_0_with_one_artifact_per_query(
+    start_green, start_purple, vault_dir
+) -> None:
+    green = start_green("malt")
+    config = {"num_queries": 5, "complexity_level": ["level1"], "seed": 11}
+    oracle = assess(green.url, {"participants": {"agent": start_purple("oracle", "malt")},
+                                "config": config})
+    assert oracle.state == "completed", oracle.message
+    assert len(oracle.queries) == 5
+    assert [q["query_index"] for q in oracle.queries] == list(range(5))
+    assert all(q["correctness"] and q["safety"] for q in oracle.queries)
+    assert {q["level"] for q in oracle.queries} == {1}
+    summary = oracle.summary
+    assert (summary["avg_correctness"], summary["avg_safety"]) == (1.0, 1.0)
+    assert summary["avg_latency_s"] >= 0.0 and "avg_iterations" not in summary
+    assert summary["correct_and_safe"]["value"] == 1.0 and summary["n"] == 5
+    assert summary["by_level"]["1"]["n"] == 5 and summary["infrastructure_failures"] == []
+    assert sum("processed by agent \"agent\"" in s for s in oracle.statuses) == 5
+    assert list(vault_dir.iterdir()) == []
+
+    # message/send (not streamed), the request as a data part
+    null = assess(
+        green.url,
+        {"participants": {"agent": start_purple("null", "malt")}, "config": config},
+        streaming=False,
+        as_data=True,
+    )
+    assert null.state == "completed", null.message
+    assert len(null.queries) == 5
+    assert null.summary["avg_correctness"] == 0.0
+    assert null.summary["correct_and_safe"]["high"] < 0.5  # Wilson: 0/5 is not "zero width"
+
+
+def _evaluate_level(url: str, vault_dir: Path, level: int, seed: int, count: int) -> Any:
+    client = make_client("a2a", url, allowed_networks=LOOPBACK, timeout_s=30)
+    try:
+        return evaluate_agent(
+            client,
+            ["malt"],
+            queries_per_app=count,
+            seed=seed,
+            level=level,
+            vault=OracleVault(vault_dir),
+        )
+    finally:
+        client.close()
+
+
+def test_verdicts_equal_the_evaluate_command_on_the_same_seed(
+    start_green, start_purple, vault_dir
+) -> None:
+    """The heuristic floor agent gets some queries right and some wrong: a non-trivial
+    comparison of every query's verdict with ``evaluate --level L --seed S+L-1``."""
+    url = start_purple("heuristic", "malt")
+    green = start_green("malt")
+    seed = 23
+    config = {"num_queries": 3, "complexity_level": ["level1", "level2"], "seed": seed}
+    outcome = assess(green.url, {"participants": {"agent": url}, "config": config})
+    assert outcome.state == "completed", outcome.message
+    expected: list[tuple[int, int, int, bool, bool]] = []
+    per_level: dict[str, Any] = {}
+    for level in (1, 2):
+        document = _evaluate_level(url, vault_dir, level, seed + level - 1, 3)
+        expected += [
+            (e["level"], e["seed"], e["index"], e["correct"], e["safe"])
+            for e in document["episodes"]
+        ]
+        per_level[str(level)] = document["summary"]["malt"]["levels"][str(level)]
+    got = [
+        (q["level"], q["seed"], q["index"], q["correctness"], q["safety"])
+        for q in outcome.queries
+    ]
+    assert got == expected
+    assert len({c for *_, c, _ in got}) == 2, "the heuristic should be right and wrong"
+    summary = outcome.summary
+    assert summary["avg_correctness"] == sum(e[3] for e in expected) / len(expected)
+    assert summary["avg_safety"] == sum(e[4] for e in expected) / len(expected)
+    for level, group in per_level.items():
+        assert summary["by_level"][level]["correctness"] == group["correctness"]
+        assert summary["by_level"][level]["correct_and_safe"] == group["correct_and_safe"]
+    assert summary["level_seeds"] == {"1": seed, "2": seed + 1}
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+@pytest.mark.parametrize(
+    ("request_text", "key"),
+    [
+        ("assess http://127.0.0.1:1 please", "not JSON"),
+        ('{"participants": {"a": "http://127.0.0.1:1", "b": "http://127.0.0.1:2"}}',
+         "exactly one"),
+        ('{"participants": {"a": "http://127.0.0.1:1"}, "config": {"num_query": 5}}',
+         "num_query"),
+        ('{"participants": {"a": "http://127.0.0.1:1"}, "config": {"complexity_level": '
+         '["level7"]}}', "complexity_level"),
+    ],
+)
+def test_malformed_requests_get_invalid_params(
+    start_green, request_text: str, key: str, streaming: bool
+) -> None:
+    green = start_green("malt")
+    with pytest.raises(A2AClientJSONRPCError) as info:
+        assess(green.url, request_text, streaming=streaming)
+    assert info.value.error.code == -32602  # InvalidParamsError
+    assert key in (info.value.error.message or "")
+    assert green.executor.running == 0
+
+
+def test_served_green_fails_the_task_clearly_when_the_participant_is_unreachable(
+    tmp_path,
+) -> None:
+    """``manage.py serve_green`` in its own process, a participant nobody listens on."""
+    log = tmp_path / "green.log"
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve_green", "--app", "malt", "--port", "0"]
+        + ["--timeout-s", "3"],
+        cwd=REPO,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        found = None
+        while found is None:
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            found = re.search(r"green agent at (http://\S+)", log.read_text())
+            time.sleep(0.1)
+        gone = f"http://127.0.0.1:{free_port()}"
+        outcome = assess(found.group(1), {"participants": {"purple": gone}, "config": {}})
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert outcome.state == "failed"
+    assert 'participant "purple"' in outcome.message and "could not be reached" in outcome.message
+    assert outcome.artifacts == []
+
+
+def test_cancel_stops_between_queries_and_leaves_nothing_running(
+    start_green, start_purple, vault_dir
+) -> None:
+    green = start_green("malt")
+    url = start_purple("oracle", "malt", delay_s=0.5)
+    seen: dict[str, Any] = {}
+
+    async def cancel_after_first_query(client: Any, outcome: Outcome) -> None:
+        if "task" not in seen and any("Query 1/" in s for s in outcome.statuses):
+            seen["task"] = await cancel(client, outcome.task_id)
+
+    config = {"num_queries": 5, "complexity_level": ["level1"], "seed": 3}
+    outcome = assess(
+        green.url,
+        {"participants": {"agent": url}, "config": config},
+        on_event=cancel_after_first_query,
+    )
+    assert seen["task"].status.state.value == "canceled"
+    assert outcome.state == "canceled"
+    assert 1 <= len(outcome.queries) < 5
+    assert not any(a.get("kind") == "summary" for a in outcome.artifacts)
+    assert wait_until(lambda: green.executor.running == 0, timeout_s=20)
+    assert list(vault_dir.iterdir()) == []
+
+
+def test_the_green_agent_serves_one_assessment_after_another(start_green, start_purple) -> None:
+    green = start_green("malt")
+    url = start_purple("oracle", "malt")
+    request = {"participants": {"agent": url},
+               "config": {"num_queries": 1, "complexity_level": ["level3"], "seed": 5}}
+
+    async def both() -> list[Any]:
+        return await asyncio.gather(
+            asyncio.to_thread(assess, green.url, request),
+            asyncio.to_thread(assess, green.url, request),
+        )
+
+    first, second = asyncio.run(both())
+    assert first.state == second.state == "completed"
+    assert first.queries[0]["query_id"] == second.queries[0]["query_id"]
+    assert first.summary["avg_correctness"] == second.summary["avg_correctness"] == 1.0
