@@ -40,7 +40,8 @@ option with :func:`~apps.route.allowlist_grammar.opt`, a sub-command in an objec
 here. A row that now writes something new needs its :class:`~apps.route.allowlist_grammar.Write`
 (or an object's ``writes``) naming the kinds of state, and those kinds the pool's restore
 and the step fingerprint; ``test_state_coverage`` fails until they do. Pin the new
-spellings in ``tests/apps/route/test_allowlist.py``.
+spellings in ``tests/apps/route/test_allowlist.py``; a command of the pinned corpus whose
+verdict changes fails ``tests/apps/route/test_allowlist_corpus.py`` until its data file says so.
 
 Sources: the iproute2 6.1 ``ip(8)``, ``tc(8)``, ``ss(8)`` manuals and their ``matches()``
 prefix rule; net-tools 2.10 ``arp(8)``, ``route(8)``, ``netstat(8)``, ``ifconfig(8)``;
