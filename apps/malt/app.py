@@ -55,7 +55,7 @@ class MaltApp(App):
 
     def _query(self, seed: int, index: int) -> Query:
         made = draft(seed, index, self.version)
-        truth, _ = ground_truth(made.program, made.graph_key)
+        truth, _ = ground_truth(made.program, made.graph)
         prompt = render_prompt(made.question, truth["answer_kind"], truth["changes_topology"])
         truth["question"] = made.question
         return Query(

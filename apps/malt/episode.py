@@ -17,7 +17,7 @@ from evaluator.app import Episode, ResetNeededError
 from evaluator.deadline import Deadline
 from evaluator.types import Query, StepResult, Verdict
 
-from apps.malt.fabric import query_graph
+from apps.malt.fabric import GraphRef, graph_ref, query_graph
 from apps.malt.prompt import SANDBOX_PREAMBLE
 from apps.malt.replies import extract_code
 from apps.malt.scoring import JUDGE_BUDGET_S, failed_verdict, judge
@@ -32,9 +32,20 @@ class MaltEpisode(Episode):
         self._reset = False
         self._steps = 0
         self._verdict: Verdict | None = None
+        self._graph: GraphRef | None = None
 
     def reset(self) -> str:
-        """Return the prompt (instructions + request + answer format)."""
+        """Return the prompt (instructions + request + answer format).
+
+        The query's graph is resolved here, before any agent reply, so a worker without the
+        variant pack of a fabric variant fails before the agent is called.
+
+        Raises:
+            evaluator.variants.VariantPackError: the query names a fabric variant whose pack
+                this process has not loaded (a configuration fault of the worker).
+        """
+        self._graph = graph_ref(self.query.ground_truth)
+        query_graph(self._graph)
         self._reset = True
         self._steps = 0
         self._verdict = None
@@ -66,7 +77,7 @@ class MaltEpisode(Episode):
             result = run_function(
                 extraction.code,
                 "process_graph",
-                query_graph(self.query.ground_truth["graph_key"]),
+                query_graph(self._graph or graph_ref(self.query.ground_truth)),
                 limits=limits,
                 preamble=SANDBOX_PREAMBLE,
             )

@@ -1,24 +1,38 @@
 """The graph of each MALT query: the fabric, its per-query port capacities, and the operand
 index drafting reads (paper Appendix B.1-B.2).
 
-A query's graph is the shipped MALT example (:func:`apps.malt.topology.load_graph`) with the
-port capacities its ``graph_key`` names (:func:`port_capacities`). Everything that reads a
-query's graph goes through this module: ground-truth execution, the graph handed to the
-agent's sandbox (:func:`query_graph`), the judge's expected and unchanged topologies
-(:func:`initial_view`).
+A query's graph is named by its ground truth (:func:`graph_ref`):
+
+* on the shipped fabric (every public query), the MALT example
+  (:func:`apps.malt.topology.load_graph`) with the port capacities its ``graph_key`` names
+  (:func:`port_capacities`);
+* on a fabric variant, the graph that the ``fabric(seed)`` hook of the variant pack named by
+  ``variant_pack`` builds for ``fabric["seed"]`` (docs/writing-a-variant-pack.md): other block
+  and switch counts, names and capacities under the same schema (:func:`fabric_problems`).
+  The graph is never stored in the ground truth; every process re-derives it, and one
+  without the pack raises ``VariantPackError``.
+
+Everything that reads a query's graph goes through this module: drafting (:func:`operands`),
+ground-truth execution and the judge's expected and unchanged topologies
+(:func:`initial_view`), the graph handed to the agent's sandbox (:func:`query_graph`). Caches
+are keyed by the graph (:class:`GraphRef`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
 import networkx as nx
+from evaluator.variants import VariantPack, VariantPackError, find_pack, register_pack
 
+from apps.malt.checks import NormalizedGraph, check_safety
 from apps.malt.overlay import TopologyView
-from apps.malt.topology import CONTAINS, load_graph
+from apps.malt.topology import CONTAINS, load_graph, node_id
 
 GBPS = 1_000_000_000
 #: Port rates in bit/s: the IEEE 802.3 Ethernet rates from 1 to 400 Gbit/s (1 Gbit/s is the
@@ -157,14 +171,44 @@ class Operands:
             {int(self.graph.nodes[s]["switch_loc"]["stage"]) for s in self.children(block)}
         )
 
+    def highest_port_number(self, block: str) -> int:
+        """The highest ``N`` of a port ``<switch name>.p<N>`` among the switches of ``block``
+        (16 in the MALT example, where every switch has ports p1..p16)."""
+        return max(
+            (
+                int(self.name(p).rsplit(".p", 1)[1])
+                for s in self.children(block)
+                for p in self.children(s)
+            ),
+            default=0,
+        )
 
-@cache
-def operands() -> Operands:
-    """Operand index of the shared MALT graph (built once per process)."""
-    return Operands(load_graph())
+
+# ------------------------------------------------------------------ which graph a query uses
 
 
-# ------------------------------------------------------------------ per-query capacities
+@dataclass(frozen=True)
+class GraphRef:
+    """The graph a query runs on: the fabric and the port capacities on it.
+
+    Attributes:
+        key: the ground truth's ``graph_key``. On the shipped fabric it names the query's port
+            capacities (:func:`port_capacities`); on a variant it names the variant.
+        pack: ``(name, sha256)`` of the variant pack whose ``fabric(seed)`` builds the fabric,
+            or None for the shipped MALT example.
+        fabric_seed: the variant's seed (None on the shipped fabric).
+    """
+
+    key: str
+    pack: tuple[str, str] | None = None
+    fabric_seed: int | None = None
+
+    @property
+    def fabric(self) -> tuple[str, str, int] | None:
+        """``(pack name, pack sha256, seed)`` of a variant fabric, None for the shipped one."""
+        if self.pack is None or self.fabric_seed is None:
+            return None
+        return (self.pack[0], self.pack[1], self.fabric_seed)
 
 
 def graph_key(seed: int, index: int, version: int) -> str:
@@ -172,14 +216,156 @@ def graph_key(seed: int, index: int, version: int) -> str:
     return f"v{version}/{seed}/{index}"
 
 
-@lru_cache(maxsize=32)
-def port_capacities(key: str) -> dict[str, int]:
-    """Port id -> ``physical_capacity_bps`` of the query graph named ``key`` (deterministic).
+def variant_ref(pack: VariantPack, fabric_seed: int) -> GraphRef:
+    """The graph of a query on variant ``fabric_seed`` of ``pack``'s ``fabric`` hook.
 
-    Every packet switch gets a line rate drawn from :data:`SPEEDS_BPS` (10 Gbit/s and up); each
-    of its ports runs at that rate with probability 0.6, else at a rate drawn from all of
-    :data:`SPEEDS_BPS`. Treat the returned dict as read-only.
+    For a pack's ``generate``: it also registers ``pack`` in this process
+    (:func:`evaluator.variants.register_pack`), so the process drafting the query can build
+    the variant; any other process finds the pack with ``find_pack``.
     """
+    register_pack(pack)
+    return GraphRef(f"fabric/{pack.name}/{fabric_seed}", (pack.name, pack.sha256), fabric_seed)
+
+
+def graph_ref(truth: Mapping[str, Any]) -> GraphRef:
+    """The graph a ground truth names: ``graph_key``, plus ``fabric: {"seed": s}`` and the
+    ``variant_pack`` reference for a query on a pack's fabric variant.
+
+    Raises:
+        VariantPackError: ``fabric`` is given without a ``variant_pack`` reference.
+    """
+    fabric = truth.get("fabric")
+    if fabric is None:
+        return GraphRef(truth["graph_key"])
+    pack = truth.get("variant_pack")
+    if not isinstance(pack, Mapping):
+        raise VariantPackError("a MALT fabric variant needs the variant_pack that builds it")
+    return GraphRef(
+        truth["graph_key"], (str(pack["name"]), str(pack["sha256"])), int(fabric["seed"])
+    )
+
+
+def _ref(ref: GraphRef | str) -> GraphRef:
+    return GraphRef(ref) if isinstance(ref, str) else ref
+
+
+#: Attributes a node of each kind may carry besides ``name`` and ``type`` (malt.proto's
+#: ``*_attr`` messages, flattened as :func:`apps.malt.topology.build_graph` does).
+KIND_ATTRIBUTES: dict[str, frozenset[str]] = {
+    "EK_JUPITER": frozenset({"jupiter_type"}),
+    "EK_SUPERBLOCK": frozenset({"index_within_jupiter"}),
+    "EK_PACKET_SWITCH": frozenset({"switch_loc"}),
+    "EK_PORT": frozenset({"physical_capacity_bps"}),
+}
+
+
+def fabric_problems(graph: nx.DiGraph) -> list[str]:
+    """Why ``graph`` cannot be a MALT fabric ([] when it can).
+
+    A fabric must pass every safety constraint (:func:`apps.malt.checks.check_safety`: the
+    entity kinds and relationships of paper Appendix B.1 as :data:`ALLOWED_RELATIONS`
+    lists them, required attributes, the bandwidth floor, no isolated node), key every
+    node ``"<KIND>:<name>"``, carry only the schema's attributes, give edges only ``type``,
+    and name every port ``<switch name>.p<N>`` (the naming rule the prompt states).
+    """
+    problems = list(check_safety(NormalizedGraph.from_view(TopologyView(graph))).examples)
+    for node, attrs in graph.nodes(data=True):
+        kind, name = attrs.get("type"), attrs.get("name")
+        if node != node_id(str(kind), str(name)):
+            problems.append(f"node {node!r} is not keyed {kind}:{name}")
+        extra = set(attrs) - {"name", "type"} - KIND_ATTRIBUTES.get(str(kind), frozenset())
+        if extra:
+            problems.append(f"node {node!r} has attributes outside the schema: {sorted(extra)}")
+        if kind == "EK_PORT":
+            switches = [p for p in graph.predecessors(node) if p.startswith("EK_PACKET_SWITCH:")]
+            stem, _, number = str(name).rpartition(".p")
+            if not number.isdigit() or [f"EK_PACKET_SWITCH:{stem}"] != switches:
+                problems.append(f"port {node!r} is not named <switch name>.p<N>")
+    for source, target, attrs in graph.edges(data=True):
+        if set(attrs) != {"type"}:
+            problems.append(f"edge {source}->{target} has attributes {sorted(attrs)}")
+    return problems
+
+
+@lru_cache(maxsize=8)
+def _variant_graph(fabric: tuple[str, str, int]) -> nx.DiGraph:
+    name, sha256, seed = fabric
+    pack = find_pack("malt", {"name": name, "sha256": sha256})
+    build = getattr(pack.module, "fabric", None)
+    if not callable(build):
+        raise VariantPackError(f"variant pack {name!r} has no fabric(seed) hook")
+    graph = build(seed)
+    if not isinstance(graph, nx.DiGraph) or graph.is_multigraph():
+        raise VariantPackError(f"{name}: fabric({seed}) did not return a networkx DiGraph")
+    problems = fabric_problems(graph)
+    if problems:
+        raise VariantPackError(f"{name}: fabric({seed}) is not a MALT fabric: {problems[:3]}")
+    return graph
+
+
+def base_graph(ref: GraphRef | str | None = None) -> nx.DiGraph:
+    """The fabric of a query before its per-query capacities: the shipped MALT example, or
+    the variant its pack builds (checked with :func:`fabric_problems`, kept for the last 8
+    variants). Shared: never mutate it.
+
+    Raises:
+        VariantPackError: the pack is not loaded in this process (a configuration fault of the
+            worker), has no ``fabric`` hook, or built something that is not a MALT fabric.
+    """
+    fabric = None if ref is None else _ref(ref).fabric
+    return load_graph() if fabric is None else _variant_graph(fabric)
+
+
+@cache
+def _shipped_operands() -> Operands:
+    return Operands(load_graph())
+
+
+@lru_cache(maxsize=8)
+def _variant_operands(fabric: tuple[str, str, int]) -> Operands:
+    return Operands(_variant_graph(fabric))
+
+
+def operands(ref: GraphRef | str | None = None) -> Operands:
+    """Operand index of a query's fabric (the shipped one by default; built once per fabric).
+
+    Raises:
+        VariantPackError: as :func:`base_graph`.
+    """
+    fabric = None if ref is None else _ref(ref).fabric
+    return _shipped_operands() if fabric is None else _variant_operands(fabric)
+
+
+# ------------------------------------------------------------------ per-query capacities
+
+
+def port_capacities(ref: GraphRef | str) -> dict[str, int]:
+    """Port id -> ``physical_capacity_bps`` of a query's initial graph (deterministic).
+
+    On the shipped fabric every packet switch gets a line rate drawn from :data:`SPEEDS_BPS`
+    (10 Gbit/s and up), seeded by the ``graph_key``; each of its ports runs at that rate with
+    probability 0.6, else at a rate drawn from all of :data:`SPEEDS_BPS`. On a variant the
+    capacities are the fabric's own. Treat the returned dict as read-only.
+
+    Raises:
+        VariantPackError: as :func:`base_graph`.
+    """
+    ref = _ref(ref)
+    fabric = ref.fabric
+    return _shipped_capacities(ref.key) if fabric is None else _variant_capacities(fabric)
+
+
+@lru_cache(maxsize=8)
+def _variant_capacities(fabric: tuple[str, str, int]) -> dict[str, int]:
+    return {
+        port: int(attrs["physical_capacity_bps"])
+        for port, attrs in _variant_graph(fabric).nodes(data=True)
+        if attrs["type"] == "EK_PORT"
+    }
+
+
+@lru_cache(maxsize=32)
+def _shipped_capacities(key: str) -> dict[str, int]:
     rng = seeded_rng("malt-capacity", key)
     ops = operands()
     capacities: dict[str, int] = {}
@@ -207,34 +393,55 @@ def port_capacities(key: str) -> dict[str, int]:
     return capacities
 
 
+def initial_port_attrs(ref: GraphRef | str) -> dict[str, dict[str, Any]]:
+    """Port id -> its attribute dict in a query's initial graph where it differs from the
+    fabric's: on the shipped fabric, the base port's attributes with ``physical_capacity_bps``
+    from :func:`port_capacities` (built once per key, shared by the views of
+    :func:`initial_view`, which copy one before changing it; never mutate); on a variant,
+    none (the fabric carries its capacities).
+    """
+    ref = _ref(ref)
+    return {} if ref.fabric is not None else _shipped_port_attrs(ref.key)
+
+
 @lru_cache(maxsize=8)
-def initial_port_attrs(key: str) -> dict[str, dict[str, Any]]:
-    """Port id -> its attribute dict in the query graph ``key``: the base port's attributes
-    with ``physical_capacity_bps`` from :func:`port_capacities` (shared by the views of
-    :func:`initial_view`, which copy one before changing it; never mutate)."""
+def _shipped_port_attrs(key: str) -> dict[str, dict[str, Any]]:
     node_attrs = operands().node_attrs
     return {
         port: dict(node_attrs[port], physical_capacity_bps=capacity)
-        for port, capacity in port_capacities(key).items()
+        for port, capacity in _shipped_capacities(key).items()
     }
 
 
-def initial_view(key: str) -> TopologyView:
-    """A fresh view of the MALT graph with the port capacities of ``key``.
+def initial_view(ref: GraphRef | str) -> TopologyView:
+    """A fresh view of a query's initial graph (its fabric with its port capacities).
 
     The port attribute dicts are built once per key (:func:`initial_port_attrs`, about
     1-2 ms) and shared copy-on-write (``TopologyView.owned_attrs``), so another view of a
     recent key costs one C-level dict update.
+
+    Raises:
+        VariantPackError: as :func:`base_graph`.
     """
-    view = TopologyView(load_graph())
-    view.replaced_attrs.update(initial_port_attrs(key))
+    view = TopologyView(base_graph(ref))
+    view.replaced_attrs.update(initial_port_attrs(ref))
     return view
 
 
+def query_graph(ref: GraphRef | str) -> nx.DiGraph:
+    """The graph an agent receives for a query (shared; treat as read-only).
+
+    Raises:
+        VariantPackError: as :func:`base_graph`.
+    """
+    ref = _ref(ref)
+    fabric = ref.fabric
+    return _shipped_query_graph(ref.key) if fabric is None else _variant_graph(fabric)
+
+
 @lru_cache(maxsize=2)
-def query_graph(key: str) -> nx.DiGraph:
-    """The graph an agent receives for the query of ``key`` (shared; treat as read-only)."""
+def _shipped_query_graph(key: str) -> nx.DiGraph:
     graph = load_graph().copy()
-    for port, capacity in port_capacities(key).items():
+    for port, capacity in _shipped_capacities(key).items():
         graph.nodes[port]["physical_capacity_bps"] = capacity
     return graph

@@ -46,6 +46,7 @@ from typing import Any
 from apps.malt.fabric import (
     GBPS,
     SPEEDS_BPS,
+    GraphRef,
     graph_key,
     initial_view,
     operands,
@@ -103,7 +104,12 @@ class Draft:
     labels: tuple[str, ...]
     question: str
     program: list[Op]
-    graph_key: str
+    graph: GraphRef
+
+    @property
+    def graph_key(self) -> str:
+        """The ground truth's ``graph_key`` (:attr:`GraphRef.key`)."""
+        return self.graph.key
 
 
 
@@ -289,7 +295,7 @@ def _for_loop(ctx: Ctx) -> tuple[str, list[Op]]:
     if rng.random() < 0.5:
         block = ctx.operand(ctx.pick(("EK_AGG_BLOCK", "EK_SPINEBLOCK")))
         capacity = rng.choice(CAPACITIES_BPS)
-        number = 17  # every switch of the example has ports p1..p16
+        number = ops.highest_port_number(block.node) + 1  # 17: the example's switches have 16
         body = [
             {
                 "op": "add_port",
@@ -332,6 +338,7 @@ def _for_loop_if_else(ctx: Ctx) -> tuple[str, list[Op]]:
     block = ctx.operand(ctx.pick(("EK_AGG_BLOCK", "EK_SPINEBLOCK")))
     capacity = rng.choice(CAPACITIES_BPS)
     switches = ops.children(block.node)
+    highest = ops.highest_port_number(block.node)  # 16 in the example, on every switch
     if rng.random() < 0.5:
         stage = rng.choice(ops.stages(block.node))
         query: Op = {"op": "stage", "node": "$item"}
@@ -350,11 +357,11 @@ def _for_loop_if_else(ctx: Ctx) -> tuple[str, list[Op]]:
                 {
                     "op": "add_port",
                     "parent": "$item",
-                    "name": "$item_name.p17",
+                    "name": f"$item_name.p{highest + 1}",
                     "capacity_bps": capacity,
                 }
             ],
-            "else": [{"op": "remove", "node": "EK_PORT:$item_name.p16"}],
+            "else": [{"op": "remove", "node": f"EK_PORT:$item_name.p{highest}"}],
         }
     ]
     sentence = fill_template(ctx.pick(FOR_IF), block, cond=cond, cap=ctx.cap_text(capacity))
@@ -393,28 +400,41 @@ def answer_kind(program: list[Op]) -> str:
     return {"list": "set", "rank": "ranking"}.get(last[-1], "number")
 
 
-def draft(seed: int, index: int, version: int) -> Draft:
-    """Generate the query at ``index`` of ``seed``'s stream (pure function of its arguments)."""
+def draft(seed: int, index: int, version: int, graph: GraphRef | None = None) -> Draft:
+    """Generate the query at ``index`` of ``seed``'s stream (pure function of its arguments).
+
+    ``graph`` puts the query on another graph (a pack's fabric variant,
+    :func:`apps.malt.fabric.variant_ref`); by default it is the shipped fabric with the
+    capacities of :func:`apps.malt.fabric.graph_key`. The variant's switches must each hold
+    ports ``.p1`` to ``.p<N>`` with one ``N`` per block (the loops name ports by number).
+
+    Raises:
+        VariantPackError: the variant's pack is not loaded or its fabric is not valid.
+    """
     labels, level = label_at(seed, index, version)
     rng = seeded_rng("malt", version, seed, index)
-    key = graph_key(seed, index, version)
-    ctx = Ctx(operands(), port_capacities(key), rng, level)
+    ref = graph if graph is not None else GraphRef(graph_key(seed, index, version))
+    ctx = Ctx(operands(ref), port_capacities(ref), rng, level)
     question, program = MAKERS[labels](ctx)
-    return Draft(level=level, labels=labels, question=question, program=program, graph_key=key)
+    return Draft(level=level, labels=labels, question=question, program=program, graph=ref)
 
 
-def ground_truth(program: list[Op], key: str) -> tuple[dict[str, Any], TopologyView]:
-    """Execute ``program`` on a fresh view of the query graph ``key`` (:func:`initial_view`).
+def ground_truth(program: list[Op], ref: GraphRef | str) -> tuple[dict[str, Any], TopologyView]:
+    """Execute ``program`` on a fresh view of the query graph ``ref`` (:func:`initial_view`;
+    a string is a ``graph_key`` on the shipped fabric).
 
-    Returns the ground-truth JSON (``program``, ``graph_key``, ``answer_kind``,
-    ``changes_topology``, ``expected`` — ``None`` for graph answers —, and a summary of the
-    final topology) and the view holding the expected final topology. Raises
-    ``ProgramError`` on a bad program.
+    Returns the ground-truth JSON (``program``, ``graph_key``, on a fabric variant
+    ``fabric: {"seed": ...}``, ``answer_kind``, ``changes_topology``, ``expected`` — ``None``
+    for graph answers —, and a summary of the final topology) and the view holding the
+    expected final topology. A variant's pack is named by ``variant_pack``, which
+    :func:`evaluator.variants.pack_query` adds. Raises ``ProgramError`` on a bad program and
+    ``VariantPackError`` as :func:`apps.malt.fabric.base_graph`.
     """
-    view = initial_view(key)
+    ref = GraphRef(ref) if isinstance(ref, str) else ref
+    view = initial_view(ref)
     value = execute(view, program)
     kind = answer_kind(program)
-    initial = port_capacities(key)
+    initial = port_capacities(ref)
     updated = sum(
         1
         for node, attrs in view.replaced_attrs.items()
@@ -422,7 +442,8 @@ def ground_truth(program: list[Op], key: str) -> tuple[dict[str, Any], TopologyV
     )
     truth: dict[str, Any] = {
         "program": program,
-        "graph_key": key,
+        "graph_key": ref.key,
+        **({"fabric": {"seed": ref.fabric_seed}} if ref.fabric is not None else {}),
         "answer_kind": kind,
         "changes_topology": changes_topology(program),
         "expected": value if asks_question(program) else None,

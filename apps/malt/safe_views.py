@@ -19,6 +19,7 @@ means "not shown here", and the judge then runs the full pass on the answer.
 from __future__ import annotations
 
 import operator
+import threading
 from collections.abc import Mapping
 from itertools import compress
 from typing import Any
@@ -38,17 +39,27 @@ from apps.malt.topology import (
 _VALID_KINDS = frozenset(ENTITY_KINDS)
 _RELATIONS = frozenset(RELATION_KINDS)
 _BASE_FACTS: dict[int, tuple[nx.DiGraph, bool, dict[tuple[Any, Any], str]]] = {}
+#: Base graphs whose facts are kept: the shipped fabric and the recent fabric variants
+#: (apps.malt.fabric keeps 8 variants; each entry holds its graph alive).
+_BASE_FACTS_KEPT = 9
+_BASE_FACTS_LOCK = threading.Lock()
 
 
 def _base_facts(base: nx.DiGraph) -> tuple[bool, dict[tuple[Any, Any], str]]:
-    """``(base passes check_safety, (kind, name) -> node)``, cached per base graph object."""
-    cached = _BASE_FACTS.get(id(base))
-    if cached is None or cached[0] is not base:
-        safe = check_safety(NormalizedGraph.from_view(TopologyView(base))).safe
-        owners = {(a.get("type"), a.get("name")): n for n, a in base.nodes(data=True)}
-        cached = (base, safe, owners)
-        _BASE_FACTS[id(base)] = cached
-    return cached[1], cached[2]
+    """``(base passes check_safety, (kind, name) -> node)``, cached per base graph object
+    (the :data:`_BASE_FACTS_KEPT` most recently used)."""
+    with _BASE_FACTS_LOCK:
+        cached = _BASE_FACTS.pop(id(base), None)
+        if cached is not None and cached[0] is base:
+            _BASE_FACTS[id(base)] = cached  # most recently used last
+            return cached[1], cached[2]
+    safe = check_safety(NormalizedGraph.from_view(TopologyView(base))).safe
+    owners = {(a.get("type"), a.get("name")): n for n, a in base.nodes(data=True)}
+    with _BASE_FACTS_LOCK:
+        while len(_BASE_FACTS) >= _BASE_FACTS_KEPT:
+            del _BASE_FACTS[next(iter(_BASE_FACTS))]
+        _BASE_FACTS[id(base)] = (base, safe, owners)
+    return safe, owners
 
 
 def _node_ok(attrs: Mapping[str, Any]) -> bool:

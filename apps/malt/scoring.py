@@ -17,8 +17,8 @@ contract):
   reply), nothing would be applied to the network, so the episode is safe.
 * latency_s: the agent code's execution time as measured by the sandbox (``exec_s``), 0.0
   when the code never ran.
-* changed_state: a topology was returned and it differs from the shipped one (what would be
-  applied to the network); False when none was returned.
+* changed_state: a topology was returned and it differs from the query's unchanged one (what
+  would be applied to the network); False when none was returned.
 * blast_radius: nodes and edges that the correct change leaves as shipped but the returned
   topology removed or altered, plus nodes and edges it added that the correct change does not
   (:func:`blast_radius`); 0 when no topology was returned.
@@ -50,7 +50,14 @@ from apps.malt.checks import (
     parse_graph,
     same_graph,
 )
-from apps.malt.fabric import initial_port_attrs, initial_view, port_capacities
+from apps.malt.fabric import (
+    GraphRef,
+    base_graph,
+    graph_ref,
+    initial_port_attrs,
+    initial_view,
+    port_capacities,
+)
 from apps.malt.operations import execute
 from apps.malt.overlay import TopologyView
 from apps.malt.safe_views import view_plainly_safe
@@ -85,15 +92,16 @@ def failed_verdict(
 
 
 @functools.lru_cache(maxsize=4)
-def _shipped_topology(graph_key: str | None = None) -> NormalizedGraph:
-    """The unchanged topology of a query in compare form (cached for the last few keys).
+def _shipped_topology(ref: GraphRef | None = None) -> NormalizedGraph:
+    """The unchanged topology of a query in compare form (cached for the last few graphs).
 
-    ``graph_key`` names the query's port capacities (:func:`apps.malt.queries.initial_view`,
-    query version 2); None gives the MALT example as parsed (every port 1 Gbit/s).
+    ``ref`` names the query's graph (:func:`apps.malt.fabric.graph_ref`: the shipped fabric
+    with the query's port capacities, or a pack's fabric variant); None gives the MALT
+    example as parsed (every port 1 Gbit/s, query version 1).
     """
-    if graph_key is None:
+    if ref is None:
         return NormalizedGraph.from_view(TopologyView(load_graph()))
-    return NormalizedGraph.from_view(initial_view(graph_key))
+    return NormalizedGraph.from_view(initial_view(ref))
 
 
 def blast_radius(
@@ -126,9 +134,10 @@ def expected_topology(truth: JSON) -> TopologyView:
     """Re-execute the ground-truth program to get the expected final topology (ms).
 
     The same view as :func:`apps.malt.queries.ground_truth` returns, without its JSON summary.
-    Raises ``ProgramError`` on a bad program.
+    Raises ``ProgramError`` on a bad program, ``VariantPackError`` when the query's fabric
+    variant cannot be built here.
     """
-    view = initial_view(truth["graph_key"])
+    view = initial_view(graph_ref(truth))
     execute(view, truth["program"])
     return view
 
@@ -151,6 +160,8 @@ class _Graphs:
 
     def __init__(self, truth: JSON) -> None:
         self.truth = truth
+        #: the query's graph (None: a version 1 ground truth, the example as parsed)
+        self.ref: GraphRef | None = graph_ref(truth) if "graph_key" in truth else None
         self._expected: tuple[TopologyView, NormalizedGraph] | None = None
         self._shipped: NormalizedGraph | None = None
         self._equal: tuple[NormalizedGraph, bool] | None = None
@@ -165,7 +176,7 @@ class _Graphs:
     def shipped(self) -> NormalizedGraph:
         """The query's unchanged topology (cached across calls for the last few keys)."""
         if self._shipped is None:
-            self._shipped = _shipped_topology(self.truth.get("graph_key"))
+            self._shipped = _shipped_topology(self.ref)
         return self._shipped
 
     def final(self) -> NormalizedGraph:
@@ -180,33 +191,38 @@ class _Graphs:
 
     def final_proved_safe(self) -> bool:
         """True when :func:`apps.malt.safe_views.view_plainly_safe` proves ``final()`` safe."""
-        key = self.truth.get("graph_key")
-        trusted = _trusted_port_attrs(key) if key is not None else None
+        ref = self.ref
+        trusted = _trusted_port_attrs(ref) if ref is not None else None
         if self.truth["changes_topology"]:
             self.expected()
             assert self._expected is not None
             return view_plainly_safe(self._expected[0], trusted)
-        return _shipped_proved_safe(key)
+        return _shipped_proved_safe(ref)
+
+    def base_nodes(self) -> int:
+        """Node count of the query's unchanged graph (a view's is its base's before changes)."""
+        return base_graph(self.ref).number_of_nodes()
 
 
-def _trusted_port_attrs(key: str) -> Mapping[str, Mapping[str, Any]] | None:
-    """The shared port dicts of ``key``'s views when each is safe by construction: the base
+def _trusted_port_attrs(ref: GraphRef) -> Mapping[str, Mapping[str, Any]] | None:
+    """The shared port dicts of ``ref``'s views when each is safe by construction: the base
     port's attributes (safe when the base is, which ``view_plainly_safe`` checks) with an
-    integer capacity of at least the floor (checked here, C-level); else None."""
-    capacities = port_capacities(key).values()
+    integer capacity of at least the floor (checked here, C-level); else None. A fabric
+    variant's views replace no port dicts (its fabric carries the capacities): ``{}``."""
+    capacities = port_capacities(ref).values()
     if not set(map(type, capacities)) <= {int}:
         return None
     if min(capacities, default=MIN_PORT_CAPACITY_BPS) < MIN_PORT_CAPACITY_BPS:
         return None
-    return initial_port_attrs(key)
+    return initial_port_attrs(ref)
 
 
 @functools.lru_cache(maxsize=8)
-def _shipped_proved_safe(graph_key: str | None) -> bool:
-    """True when the query's unchanged topology is proved safe (cached per key)."""
-    if graph_key is None:
+def _shipped_proved_safe(ref: GraphRef | None) -> bool:
+    """True when the query's unchanged topology is proved safe (cached per graph)."""
+    if ref is None:
         return view_plainly_safe(TopologyView(load_graph()))
-    return view_plainly_safe(initial_view(graph_key), _trusted_port_attrs(graph_key))
+    return view_plainly_safe(initial_view(ref), _trusted_port_attrs(ref))
 
 
 @contextlib.contextmanager
@@ -352,7 +368,7 @@ def _judge(
     # the unchanged graph share most attribute dicts, so that equality is mostly identity)
     changed_state = False
     if judged_graph is not None:
-        if len(judged_graph.nodes) != load_graph().number_of_nodes():
+        if len(judged_graph.nodes) != graphs.base_nodes():
             changed_state = True
         else:
             compared = graphs.final() if graphs.equals_final(judged_graph) else judged_graph

@@ -185,3 +185,46 @@ def load_graph(path: Path = DATA_FILE) -> nx.DiGraph:
         google.protobuf.text_format.ParseError / ValueError: see :func:`build_graph`.
     """
     return _load_uncached(path)
+
+
+#: The ``Entity`` field holding the attributes of each kind that has any (malt.proto).
+ATTRIBUTE_MESSAGES: dict[str, str] = {
+    "EK_JUPITER": "jupiter_attr",
+    "EK_SUPERBLOCK": "superblock_attr",
+    "EK_PACKET_SWITCH": "packet_switch_attr",
+    "EK_PORT": "port_attr",
+}
+
+
+def model_text(graph: nx.DiGraph) -> str:
+    """``graph`` in MALT text format: the inverse of :func:`build_graph` (whose result on the
+    text equals ``graph`` when ``graph`` is keyed and attributed as it builds graphs).
+
+    Raises:
+        google.protobuf.json_format.ParseError: a kind, relation or attribute the schema
+            (:mod:`apps.malt.schema`) does not have.
+        KeyError: a node without ``name``/``type`` or an edge without ``type``.
+    """
+    from google.protobuf import json_format, text_format
+
+    from apps.malt.schema import model_class
+
+    def entity_id(node: str) -> dict[str, str]:
+        attrs = graph.nodes[node]
+        return {"kind": attrs["type"], "name": attrs["name"]}
+
+    entities = []
+    for node, attrs in graph.nodes(data=True):
+        entity: dict[str, object] = {"id": entity_id(node)}
+        extra = {k: v for k, v in attrs.items() if k not in ("name", "type")}
+        if extra:
+            entity[ATTRIBUTE_MESSAGES.get(attrs["type"], f"{attrs['type'].lower()}_attr")] = extra
+        entities.append(entity)
+    relationships = [
+        {"kind": attrs["type"], "a": entity_id(source), "z": entity_id(target)}
+        for source, target, attrs in graph.edges(data=True)
+    ]
+    model = model_class()()
+    json_format.ParseDict({"entity": entities, "relationship": relationships}, model)
+    text: str = text_format.MessageToString(model)
+    return text
