@@ -230,3 +230,41 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+def seed_without_controls(app_id: str, config: dict[str, Any]) -> int:
+    """The smallest seed whose planned queries for ``config`` include no healthy control
+    (label ``HEALTHY``, on which doing nothing is right): the null agent must then score 0."""
+    from evaluator.green.assessment import plan_queries
+    from evaluator.green.request import parse_config
+
+    app = get_app(app_id)
+    for seed in range(200):
+        planned = plan_queries(app, parse_config(app_id, {**config, "seed": seed}))
+        if all("HEALTHY" not in q.labels for q in planned):
+            return seed
+    raise AssertionError(f"no seed below 200 plans {app_id} {config} without a control")
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster() -> Iterator[None]:
+    """The embedded cluster, up for the session; brought down at the end only when this
+    fixture started it (another suite's or a developer's running cluster is left alone)."""
+    from apps.k8s.cluster.config import ClusterConfig
+    from apps.k8s.cluster.control_plane import Cluster
+    from tests.conftest import require, require_root, require_tool
+
+    require_root()
+    require_tool("kubectl")
+    require_tool("iptables")
+    require_tool("ipset")
+    config = ClusterConfig()
+    missing = config.missing_binaries()
+    require(not missing, f"cluster binaries missing: {missing}; run scripts/build_k8s.sh")
+    cluster = Cluster(config)
+    started_here = not cluster.status().running
+    if started_here:
+        cluster.up()
+    yield
+    if started_here:
+        cluster.down()
