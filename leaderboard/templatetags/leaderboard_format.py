@@ -167,11 +167,13 @@ def standing_row(row: Any, selected: Any = ()) -> SafeString:
         ),
         format_html('<td data-value="{}">{}</td>', row.rank, row.rank),
         format_html(
-            '<td data-value="{}"><a href="{}">{}</a>{}</td>',
+            '<td data-value="{}"><a href="{}">{}</a>{} <small class="protocol" '
+            'title="the protocol the evaluator speaks to this agent">{}</small></td>',
             agent.name,
             reverse("agents:detail", args=[agent.pk]),
             agent.name,
             badge,
+            agent.protocol,
         ),
         format_html('<td data-value="{}">{}</td>', agent.team.name, agent.team.name),
         _rate_cell(row.correct_and_safe, strong=True),
