@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+import httpx
+import pytest
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
+
+#: The repository root (where ``manage.py`` lives).
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def log_in(page: Page, username: str, password: str) -> None:
@@ -14,3 +27,51 @@ def log_in(page: Page, username: str, password: str) -> None:
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Log in").click()
+
+
+def sign_up(page: Page, username: str, password: str) -> None:
+    """Create an account through the site's sign-up form, from the board's "Sign up" link (the
+    site then lands on My team, logged in)."""
+    page.goto("/")
+    page.get_by_role("link", name="Sign up").click()
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Email").fill(f"{username}@example.org")
+    page.get_by_label("Password", exact=True).fill(password)
+    page.get_by_label("Password confirmation").fill(password)
+    page.get_by_role("button", name="Create account").click()
+
+
+@contextlib.contextmanager
+def served_agent(*options: str, log_path: Path, start_timeout_s: float = 60.0) -> Iterator[int]:
+    """Run ``manage.py serve_agent <options> --port <free port>`` (a reference agent, e.g.
+    ``"--agent", "scripted", "--app", "malt", "--protocol", "openai-tools"``) in its own process
+    for the ``with`` block; yields the port once ``GET /healthz`` answers.
+
+    Output goes to ``log_path``. Fails the test when the server exits or does not answer
+    within ``start_timeout_s`` seconds; the server is terminated after the block.
+    """
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    argv = [sys.executable, "manage.py", "serve_agent", *options, "--port", str(port)]
+    with log_path.open("wb") as log:  # the server keeps its own copy of the descriptor
+        process = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + start_timeout_s
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"serve_agent exited with {process.returncode}: {log_path.read_text()}")
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    pytest.fail(
+                        f"serve_agent did not answer on port {port} within "
+                        f"{start_timeout_s:g} s: {log_path.read_text()}"
+                    )
+                time.sleep(0.2)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
