@@ -78,15 +78,15 @@ def run_episodes(seed: int, count: int, pool: bool = True) -> dict[str, list[flo
         the_pool = namespace_pool(shared_cluster())
         the_pool.wait_quiet()
         stats = the_pool.stats
-        samples["pool_prepare_s"] = list(stats.prepare_s)
+        samples["pool_prepare_s"] = list(stats.build_s)
         samples["pool_acquire_s"] = list(stats.acquire_s)
-        samples["pool_revoke_s"] = list(stats.revoke_s)
+        samples["pool_revoke_s"] = list(stats.detach_s)
         samples["pool_restore_s"] = list(stats.restore_s)
         samples["pool_verify_s"] = list(stats.verify_s)
         samples["pool_restore_verify_s"] = [
             a + b for a, b in zip(stats.restore_s, stats.verify_s, strict=False)]
-        samples["pool_counts"] = [float(stats.prepared), float(stats.reused),
-                                  float(stats.replaced)]
+        samples["pool_counts"] = [float(stats.built), float(stats.reused),
+                                  float(stats.rebuilds)]
         shutdown_pools()
     return samples
 

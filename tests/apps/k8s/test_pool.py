@@ -62,7 +62,7 @@ def pool(cluster: Cluster) -> Iterator[NamespacePool]:
 
 def _healthy_state(pool: NamespacePool, ns: EpisodeNamespace) -> None:
     """``ns`` is exactly its pristine record: objects, measured matrix, intended matrix."""
-    record = pool.pristine_record(ns.name)
+    record = pool.record(ns)
     assert record is not None
     snapshot = ns.snapshot()
     agent_keys = {k for k in snapshot if ns.agent_name and k.endswith("/" + ns.agent_name)}
@@ -118,9 +118,9 @@ def test_restore_after_every_fault_and_agent_change_is_pristine(
     for label in labels:
         truth = queries[label].ground_truth
         ns.replace_policies({n: truth["policies"][n] for n in truth["repair"]})
-        assert ns.snapshot() != pool.pristine_record(name).snapshot  # type: ignore[union-attr]
+        assert ns.snapshot() != pool.record(ns).snapshot  # type: ignore[union-attr]
         _release_and_check_revoked(pool, ns, tmp_path)
-        assert pool.stats.replaced == 0, list(pool.stats.failures)
+        assert pool.stats.rebuilds == 0, list(pool.stats.failures)
         ns = pool.acquire()
         assert ns.name == name, (label, list(pool.stats.failures))
         _healthy_state(pool, ns)
@@ -141,11 +141,11 @@ def test_restore_after_every_fault_and_agent_change_is_pristine(
     stuck = ns.rest.get(resource_path("networkpolicies", ns.name, "redis-cart"))
     assert stuck["metadata"].get("deletionTimestamp")
     _release_and_check_revoked(pool, ns, tmp_path)
-    assert pool.stats.replaced == 0, list(pool.stats.failures)
+    assert pool.stats.rebuilds == 0, list(pool.stats.failures)
     ns = pool.acquire()
     assert ns.name == name
     _healthy_state(pool, ns)
-    assert pool.stats.prepared == 1 and pool.stats.reused == len(labels) + 1
+    assert pool.stats.built == 1 and pool.stats.reused == len(labels) + 1
     pool.release(ns)
 
 
@@ -185,15 +185,15 @@ def test_an_unverifiable_restore_replaces_the_namespace(
             tamper(ns)
             pool.release(ns)
             subprocess.run([*mangle, "-D", *rule], check=False, capture_output=True)
-            assert pool.stats.replaced == replaced, list(pool.stats.failures)
-            assert pool.idle_names() == []
+            assert pool.stats.rebuilds == replaced, list(pool.stats.failures)
+            assert pool.idle_count() == 0
             assert _pods_left(admin, ns.name) == 0
         reasons = list(pool.stats.failures)
         assert any("configmaps/left-behind" in r for r in reasons), reasons
         assert any("pods/" in r for r in reasons), reasons
         assert any("matrix differs" in r for r in reasons), reasons
         fresh = pool.acquire()
-        assert fresh.name not in seen and pool.stats.prepared == 4
+        assert fresh.name not in seen and pool.stats.built == 4
         _healthy_state(pool, fresh)
         pool.release(fresh)
     finally:
@@ -239,8 +239,8 @@ def test_concurrent_episodes_never_share_a_namespace_and_shutdown_leaves_nothing
     with ThreadPoolExecutor(max_workers=2) as executor:
         assert all(executor.map(one, queries))
     pool = namespace_pool(cluster)
-    assert pool.stats.reused > 0 and pool.stats.replaced == 0, list(pool.stats.failures)
-    assert pool.stats.prepared < len(queries)
+    assert pool.stats.reused > 0 and pool.stats.rebuilds == 0, list(pool.stats.failures)
+    assert pool.stats.built < len(queries)
     for i, (name_a, start_a, end_a) in enumerate(intervals):
         for name_b, start_b, end_b in intervals[i + 1:]:
             if name_a == name_b:
@@ -252,7 +252,7 @@ def test_concurrent_episodes_never_share_a_namespace_and_shutdown_leaves_nothing
     for ns in pair:
         pool.release(ns)
     shutdown_pools()
-    assert pool.owned_names() == set()
+    assert pool.owned() == []
     _wait_no_episode_namespaces(cluster)
     assert _leftovers(cluster) == before
 
@@ -268,11 +268,11 @@ def test_idle_namespaces_are_drained_without_demand(cluster: Cluster) -> None:
         ns = pool.acquire()
         pool.release(ns)
         deadline = time.monotonic() + 120
-        while pool.owned_names() or pool.stats.drained == 0:
-            assert time.monotonic() < deadline, (pool.owned_names(), pool.stats)
+        while pool.owned() or pool.stats.drained == 0:
+            assert time.monotonic() < deadline, (pool.owned(), pool.stats)
             time.sleep(0.2)
         time.sleep(3)
-        assert pool.owned_names() == set()
+        assert pool.owned() == []
         assert _pods_left(KubeRest(cluster.api_client()), ns.name) == 0
     finally:
         pool.shutdown()
