@@ -54,9 +54,9 @@ class Operands:
 
     Everything here depends only on the base graph's nodes, kinds and RK_CONTAINS edges, which
     no query changes (the shared graph is read-only; per-query port capacities live in
-    :func:`port_capacities` and in views, never here). So one index per process serves every
-    query, whatever its capacities (the drafts walked whole subtrees per
-    question before). Per-node results are computed on first use and kept.
+    :func:`port_capacities` and in views, never here). So one index per fabric and process
+    (:func:`operands`) serves every query on it, whatever its capacities (the drafts walked
+    whole subtrees per question before). Per-node results are computed on first use and kept.
     """
 
     def __init__(self, graph: nx.DiGraph) -> None:
