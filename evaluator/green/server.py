@@ -188,10 +188,10 @@ class GreenAgentExecutor(AgentExecutor):
             raise _invalid(RequestError(f"participants.{request.role}", str(exc))) from None
         assert isinstance(client, A2AClient) and context.message is not None
         task = context.current_task or new_task(context.message)
-        await event_queue.enqueue_event(task)
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
         stop = self._stops.setdefault(task.id, threading.Event())
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
         try:
+            await event_queue.enqueue_event(task)
             await self._assess(request, client, updater, stop)
         except asyncio.CancelledError:
             await self._end_canceled(updater)
@@ -297,7 +297,9 @@ class GreenAgentExecutor(AgentExecutor):
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Stop the assessment between queries and end the task ``canceled``."""
         task_id = context.task_id or ""
-        self._stops.setdefault(task_id, threading.Event()).set()
+        stop = self._stops.get(task_id)
+        if stop is not None:
+            stop.set()
         context_id = context.context_id or ""
         updater = TaskUpdater(event_queue, task_id, context_id)
         await updater.cancel(new_agent_text_message(CANCELED_TEXT, context_id, task_id))

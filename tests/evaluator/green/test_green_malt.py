@@ -109,9 +109,9 @@ def test_verdicts_equal_the_evaluate_command_on_the_same_seed(
     summary = outcome.summary
     assert summary["avg_correctness"] == sum(e[3] for e in expected) / len(expected)
     assert summary["avg_safety"] == sum(e[4] for e in expected) / len(expected)
-    for level, group in per_level.items():
-        assert summary["by_level"][level]["correctness"] == group["correctness"]
-        assert summary["by_level"][level]["correct_and_safe"] == group["correct_and_safe"]
+    for level_key, group in per_level.items():
+        assert summary["by_level"][level_key]["correctness"] == group["correctness"]
+        assert summary["by_level"][level_key]["correct_and_safe"] == group["correct_and_safe"]
     assert summary["level_seeds"] == {"1": seed, "2": seed + 1}
 
 
@@ -200,7 +200,7 @@ def test_the_green_agent_serves_one_assessment_after_another(start_green, start_
     request = {"participants": {"agent": url},
                "config": {"num_queries": 1, "complexity_level": ["level3"], "seed": 5}}
 
-    async def both() -> list[Any]:
+    async def both() -> tuple[Outcome, Outcome]:
         return await asyncio.gather(
             asyncio.to_thread(assess, green.url, request),
             asyncio.to_thread(assess, green.url, request),
