@@ -49,9 +49,8 @@ the unreachable gateway). In a two-fault query (levels 2-3) the faults sit on di
 machines, so neither fault's injection or repair depends on the other. Repairs are applied in
 reverse order of injection.
 
-Distractors: each query also adds harmless configuration a correct fix leaves
-alone -- unused routes and blackholes for unused prefixes, ACCEPT rules, DROP rules and
-``prohibit`` rules for unused prefixes, and spare veth interfaces left down.
+Each query also carries distractors, harmless configuration a correct fix leaves alone
+(:mod:`apps.route.distractors`).
 
 Each (label, method) is one row of :data:`FAULT_KINDS`: its name, the machine kinds and a small
 maker that draws the operands from the query's generator and writes the commands;
@@ -98,7 +97,8 @@ def _kind(machine: str) -> str:
     return "R" if machine.startswith("r") else "H"
 
 
-def _interfaces(topo: RouteTopology, machine: str) -> list[tuple[str, str]]:
+def machine_interfaces(topo: RouteTopology, machine: str) -> list[tuple[str, str]]:
+    """``[(interface, cidr)]`` of an unprefixed machine name (``r0``, ``h3``) in ``topo``."""
     return topo.interfaces(_name(machine))
 
 
@@ -361,7 +361,7 @@ def _choose_route(site: FaultSite, *, planned_only: bool) -> RouteChoice:
         candidates = subnets
     a = site.rng.choice(candidates)
     right = _egress(topo, machine, a)
-    others = [i for i, _c in _interfaces(topo, machine) if i != right]
+    others = [i for i, _c in machine_interfaces(topo, machine) if i != right]
     other = site.rng.choice(others)
     return RouteChoice(a, topo.subnet_cidr(a), other, {"subnet": a, "wrong_interface": other})
 
@@ -574,7 +574,7 @@ def make_fault(
         raise ValueError(f"unknown fault {label} method {method}")
     if _kind(machine) not in kind.kinds:
         raise ValueError(f"{label}-{method} does not apply to {machine}")
-    intf, cidr = rng.choice(_interfaces(topo, machine))
+    intf, cidr = rng.choice(machine_interfaces(topo, machine))
     made = kind.make(FaultSite(machine, topo, rng, intf, cidr))
     return {
         "label": label,
@@ -586,53 +586,6 @@ def make_fault(
         "inject": made.inject,
         "repair": made.repair,
     }
-
-
-# distractors -------------------------------------------------------------------------------
-DISTRACTOR_KINDS = ("unused_route", "blackhole", "accept_rule", "spare_down", "unused_drop",
-                    "unused_rule")  # fmt: skip
-
-
-def make_distractor(
-    kind: str, machine: str, topo: RouteTopology, rng: random.Random, serial: int
-) -> dict[str, Any]:
-    """One harmless change on ``machine`` that a correct repair leaves alone.
-
-    Unused prefixes come from 10.160.0.0/11 (never used by the plan, the faults' random
-    addresses or the transit links); ``serial`` keeps names and preferences distinct.
-    Returns ``{"kind", "machine", "command"}``.
-    """
-    prefix16 = f"10.{160 + rng.randint(0, 31)}"
-    unused = f"{prefix16}.{rng.randint(0, 255)}.0/24"
-    if kind == "unused_route":
-        if machine.startswith("h"):
-            gateway = topo.router_ip(topo.host_subnet(int(machine[1:])))
-        else:
-            intf, cidr = rng.choice(_interfaces(topo, machine))
-            if cidr.startswith("10.0."):
-                t = int(cidr.split(".")[2])
-                near, far = topo.transit_ips(t)
-                gateway = far if cidr.split("/")[0] == near else near
-            else:
-                gateway = topo.host_ip(rng.choice(topo.hosts_of(int(cidr.split(".")[2]))))
-        command = f"ip route add {unused} via {gateway}"
-    elif kind == "blackhole":
-        command = f"ip route add blackhole {unused}"
-    elif kind == "accept_rule":
-        port = rng.choice((22, 80, 179, 443, 8080))
-        chain = rng.choice(("INPUT", "FORWARD") if machine.startswith("r") else ("INPUT",))
-        command = f"iptables -A {chain} -p tcp --dport {port} -j ACCEPT"
-    elif kind == "spare_down":
-        # a veth pair with both ends in the node, left down (the dummy driver is not built in)
-        command = (
-            f"ip link add {PREFIX_PLACEHOLDER}dm{serial} type veth peer name "
-            f"{PREFIX_PLACEHOLDER}dn{serial}"
-        )
-    elif kind == "unused_drop":
-        command = f"iptables -A INPUT -s {prefix16}.0.0/16 -j DROP"
-    else:
-        command = f"ip rule add from {prefix16}.0.0/16 prohibit pref {31000 + serial}"
-    return {"kind": kind, "machine": machine, "command": command}
 
 
 def with_prefix(command: str, prefix: str) -> str:

@@ -19,13 +19,8 @@ from typing import Any
 from evaluator.sampling import LabelDraw, level_in, seeded_queries
 from evaluator.types import Query
 
-from apps.route.faults import (
-    DISTRACTOR_KINDS,
-    METHODS,
-    PREFIX_PLACEHOLDER,
-    make_distractor,
-    make_fault,
-)
+from apps.route.distractors import DISTRACTOR_KINDS, make_distractor
+from apps.route.faults import METHODS, PREFIX_PLACEHOLDER, make_fault
 from apps.route.prompt import render_prompt
 from apps.route.topology import RouteTopology
 

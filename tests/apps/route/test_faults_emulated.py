@@ -13,7 +13,8 @@ import random
 
 import pytest
 
-from apps.route.faults import DISTRACTOR_KINDS, METHODS, make_distractor, make_fault
+from apps.route.distractors import DISTRACTOR_KINDS, make_distractor
+from apps.route.faults import METHODS, make_fault
 from apps.route.network import RouteNetwork
 from apps.route.queries import LEVEL_LABELS, sample_ground_truth
 from apps.route.topology import RouteTopology

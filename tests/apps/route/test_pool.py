@@ -18,8 +18,9 @@ import threading
 import pytest
 
 from apps.route.app import RouteApp
+from apps.route.distractors import DISTRACTOR_KINDS, make_distractor
 from apps.route.episode import RouteEpisode
-from apps.route.faults import DISTRACTOR_KINDS, METHODS, make_distractor, make_fault, with_prefix
+from apps.route.faults import METHODS, make_fault, with_prefix
 from apps.route.network import RouteNetwork, list_interfaces
 from apps.route.pool import POOL_ENV, RoutePool, default_pool, shutdown_default_pool
 from apps.route.replies import DONE_REPLY
