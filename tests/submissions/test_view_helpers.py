@@ -7,6 +7,7 @@ import pytest
 from django.contrib.messages import get_messages
 from django.contrib.messages.storage.fallback import FallbackStorage
 from django.contrib.sessions.backends.signed_cookies import SessionStore
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from django.test import RequestFactory
 
@@ -45,12 +46,19 @@ def test_success_and_refusal_are_flashed() -> None:
 
 def test_only_the_named_errors_are_refusals() -> None:
     request = _request()
-    team_error = TeamError("only owners may remove members")
+    denied = PermissionDenied("only staff")
     assert not flash_service_call(
-        request, lambda: _refuse(team_error), success="Removed.", errors=(TeamError,)
+        request, lambda: _refuse(denied), success="Done.", errors=(PermissionDenied,)
     )
-    with pytest.raises(TeamError):  # not a ServiceError: a fault for the default errors
-        flash_service_call(request, lambda: _refuse(team_error), success="Removed.")
+    with pytest.raises(PermissionDenied):  # not a ServiceError: a fault for the default errors
+        flash_service_call(request, lambda: _refuse(denied), success="Done.")
     with pytest.raises(RuntimeError):
         flash_service_call(request, lambda: _refuse(RuntimeError("boom")), success="Done.")
+    assert _flashed(request) == [("error", "only staff")]
+
+
+def test_team_errors_are_refusals_by_default() -> None:
+    request = _request()
+    team_error = TeamError("only owners may remove members")  # a ServiceError, like every rule
+    assert not flash_service_call(request, lambda: _refuse(team_error), success="Removed.")
     assert _flashed(request) == [("error", "only owners may remove members")]
