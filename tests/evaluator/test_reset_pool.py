@@ -1,4 +1,4 @@
-"""The reset pool abstraction (evaluator/reset_pool.py) on a fake environment: leases,
+"""The reset pool abstraction (evaluator/reset_pool/) on a fake environment: leases,
 restore and verification, discard and rebuild on a failed verification, stats, the pool's
 thread, shutdown, the exit hook and the fork hook."""
 

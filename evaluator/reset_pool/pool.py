@@ -45,96 +45,32 @@ app's own sweep of dead owners.
 
 Switch: ``NETARENA_<APP>_POOL=<n>`` keeps ``n`` idle environments per key; ``0`` (or text that
 is not a number) turns the pool off; unset, the app's declared default applies
-(:func:`pool_size`).
+(:func:`evaluator.reset_pool.switch.pool_size`).
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import logging
-import multiprocessing.util
 import os
 import threading
 import time
-import weakref
 from collections import Counter, deque
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 from evaluator.app import EmulatorError
+from evaluator.reset_pool.process import register_finalizer, track
+from evaluator.reset_pool.stats import ResetStats
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")  # an environment
 R = TypeVar("R")  # its clean record
 K = TypeVar("K")  # what acquire() is asked for
-P = TypeVar("P", bound="ResetPool")
 
-#: Timing samples kept per figure in :class:`ResetStats` (the newest).
-SAMPLES_KEPT = 1000
-#: Failure texts kept in :attr:`ResetStats.failures` (the newest).
-FAILURES_KEPT = 20
 #: Background builds after a failure: first and longest pause, in seconds (doubling).
 BUILD_BACKOFF_S = (1.0, 30.0)
-
-
-def pool_size(app_id: str, *, on_by_default: bool, size: int) -> int:
-    """Idle environments per key from ``NETARENA_<APP_ID>_POOL`` (upper case).
-
-    A number ``n`` >= 0 is the size (``0``: off); text that is not a number (``off``,
-    ``false``) is ``0``; unset or empty: ``size`` when the app declares its pool
-    ``on_by_default``, else ``0``.
-    """
-    raw = os.environ.get(pool_env(app_id), "").strip()
-    if not raw:
-        return size if on_by_default else 0
-    try:
-        return max(0, int(raw))
-    except ValueError:
-        return 0
-
-
-def pool_env(app_id: str) -> str:
-    """The switch variable of an app's pool: ``NETARENA_<APP_ID>_POOL``."""
-    return f"NETARENA_{app_id.upper()}_POOL"
-
-
-@dataclass
-class ResetStats:
-    """Counters (monotonic over the pool's life) and timings of one pool.
-
-    Attributes:
-        built: environments built (first builds, rebuilds, background spares).
-        leased: leases handed out; reused: those served by an idle, verified environment.
-        restored: releases whose restore verified (kept, or destroyed as surplus).
-        rebuilds: releases whose restore did not verify: discarded, so a later lease
-            builds a new one.
-        stale: idle environments discarded at lease time (changed while idle).
-        drained: idle environments destroyed for lack of demand (``idle_s``).
-        destroyed: environments destroyed for any reason (failed, surplus, stale, drained,
-            shut down).
-        build_s, acquire_s, detach_s, restore_s, verify_s: seconds per build, per
-            :meth:`ResetPool.acquire` call (waiting included), per detach, restore and
-            verification (the newest :data:`SAMPLES_KEPT` each).
-        failures: the newest :data:`FAILURES_KEPT` reasons (``"<environment>: <what>"``).
-    """
-
-    built: int = 0
-    leased: int = 0
-    reused: int = 0
-    restored: int = 0
-    rebuilds: int = 0
-    stale: int = 0
-    drained: int = 0
-    destroyed: int = 0
-    build_s: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES_KEPT))
-    acquire_s: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES_KEPT))
-    detach_s: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES_KEPT))
-    restore_s: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES_KEPT))
-    verify_s: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES_KEPT))
-    failures: deque[str] = field(default_factory=lambda: deque(maxlen=FAILURES_KEPT))
 
 
 class ResetPool(Generic[K, T, R]):
@@ -191,8 +127,7 @@ class ResetPool(Generic[K, T, R]):
         self._closed = False
         self._thread: threading.Thread | None = None
         self._thread_pid = 0
-        _ALL_POOLS.add(self)
-        _register_exit_hooks()
+        track(self)
 
     # ------------------------------------------------------------------ hooks
 
@@ -277,7 +212,7 @@ class ResetPool(Generic[K, T, R]):
         started = time.perf_counter()
         key = self._key(request)
         deadline = time.monotonic() + self.acquire_wait_s
-        _register_finalizer()
+        register_finalizer()
         while True:
             with self._lock:
                 if self._closed:
@@ -632,92 +567,3 @@ class ResetPool(Generic[K, T, R]):
                 self._lock.notify_all()
                 return
         self.discard(env, None)
-
-
-class PoolRegistry(Generic[P]):
-    """The process's pools of one app by name (e.g. one per cluster), emptied in a forked
-    child and shut down at exit with every other pool."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pools: dict[str, P] = {}
-        _REGISTRIES.add(self)
-
-    def get(self, name: str, create: Callable[[], P],
-            keep: Callable[[P], bool] = lambda _pool: True) -> P:
-        """The pool called ``name``: the existing one if it is open and ``keep`` accepts it,
-        else a new one from ``create`` (a rejected one is abandoned, not shut down: its
-        environments went with their host)."""
-        with self._lock:
-            pool = self._pools.get(name)
-            if pool is not None and not pool.closed and keep(pool):
-                return pool
-            if pool is not None:
-                pool.abandon()
-            pool = self._pools[name] = create()
-            return pool
-
-    def peek(self, name: str) -> P | None:
-        """The pool called ``name``, if any (never creates one)."""
-        with self._lock:
-            return self._pools.get(name)
-
-    def pop_all(self) -> list[P]:
-        """Remove and return every pool (the caller shuts them down)."""
-        with self._lock:
-            pools = list(self._pools.values())
-            self._pools.clear()
-        return pools
-
-    def _forget_after_fork(self) -> None:
-        self._lock = threading.Lock()
-        self._pools.clear()
-
-
-#: Every pool and registry of this process (pools are shut down at exit).
-_ALL_POOLS: weakref.WeakSet[ResetPool] = weakref.WeakSet()
-_REGISTRIES: weakref.WeakSet[PoolRegistry] = weakref.WeakSet()
-_HOOKED_PID = 0
-
-
-def shutdown_all() -> None:
-    """Shut every pool of this process down (the exit hook; callable any time)."""
-    for registry in list(_REGISTRIES):
-        registry.pop_all()
-    for pool in list(_ALL_POOLS):
-        with contextlib.suppress(Exception):
-            pool.shutdown()
-
-
-def _register_exit_hooks() -> None:
-    """Run :func:`shutdown_all` when this process ends.
-
-    ``atexit`` runs hooks in reverse order of registration; the hook is moved to the end at
-    every new pool, so that it runs before every hook registered before that pool existed
-    (the Kubernetes client's removes the certificate files a namespace's deletion needs).
-    A :mod:`multiprocessing` child leaves through ``os._exit`` without ``atexit`` but runs
-    ``multiprocessing.util`` finalizers first: one is registered per process.
-    """
-    atexit.unregister(shutdown_all)
-    atexit.register(shutdown_all)
-    _register_finalizer()
-
-
-def _register_finalizer() -> None:
-    """The ``multiprocessing.util`` finalizer of :func:`shutdown_all`, once per process (a
-    pool made before a fork registers it in the child at its first lease there)."""
-    global _HOOKED_PID
-    if _HOOKED_PID != os.getpid():
-        _HOOKED_PID = os.getpid()
-        multiprocessing.util.Finalize(None, shutdown_all, exitpriority=50)
-
-
-def _after_fork_in_child() -> None:
-    for registry in list(_REGISTRIES):
-        registry._forget_after_fork()
-    for pool in list(_ALL_POOLS):
-        with contextlib.suppress(Exception):
-            pool.forget_after_fork()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
