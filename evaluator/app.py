@@ -113,7 +113,7 @@ class Episode(ABC):
         """Names unique to this live episode that the observations show and replies may quote
         (route: the node-name prefix, ``{"prefix": "nq7x_"}``); valid after :meth:`reset`.
 
-        Re-judging (``evaluator.rejudge``) maps a stored episode's names onto the replay's so
+        Rejudging (``evaluator.rejudge``) maps a stored episode's names onto the replay's so
         that stored replies address the fresh emulator. Default: none.
         """
         return {}

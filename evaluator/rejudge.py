@@ -1,4 +1,4 @@
-"""Re-judging: replay an episode's stored replies in a fresh emulator and compare verdicts.
+"""Rejudging: replay an episode's stored replies in a fresh emulator and compare verdicts.
 
 A verdict is reproducible when the same query and the same agent replies give the same verdict
 . The replay client answers with the stored replies in order; when the stored

@@ -44,7 +44,7 @@ BAD_OUTPUT = "bad_output"
 #: produced the fault, so after the retries it is scored as the agent's failure, never left
 #: out as infrastructure (docs/metrics.md, "Infrastructure failures").
 AGENT_CAUSED = "agent_caused"
-#: Characters of agent replies kept in full per episode for re-judging
+#: Characters of agent replies kept in full per episode for rejudging
 #: (``EpisodeResult.replay``); an episode whose replies are longer is recorded as not
 #: replayable (``replay = None``) rather than replayed from a cut transcript.
 REPLAY_MAX_CHARS = 2_000_000

@@ -247,7 +247,7 @@ class EpisodeResult:
         input_tokens, output_tokens: tokens the endpoint reported over the episode's calls
             (summed over the replies that reported them; ``None`` when none did).
         served_model: the last model name the endpoint reported (``None`` when none did).
-        replay: what re-judging needs besides the query: ``{"replies":
+        replay: what rejudging needs besides the query: ``{"replies":
             [full reply texts in order], "agent_failure": "agent:<category>" or None,
             "agent_error": message or None, "max_steps": int, "instance_names":
             Episode.instance_names()}``; ``None`` when the replies

@@ -16,7 +16,7 @@ A batch mixes them per query: :func:`pack_for_index` draws, from ``(app, version
 index)``, whether query ``index`` comes from a held-out pack (with probability
 ``held_out_share``) and from which. A round's commitment covers the content hash
 (:func:`pack_digest`) of every pack it draws from, so once the packs are published with the
-seed anyone can regenerate and re-judge the round.
+seed anyone can regenerate and rejudge the round.
 
 Pack module contract (``pack.py``)::
 

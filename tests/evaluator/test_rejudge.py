@@ -1,4 +1,4 @@
-"""Re-judging replays stored replies and reproduces verdicts; differences are reported."""
+"""Rejudging replays stored replies and reproduces verdicts; differences are reported."""
 
 from __future__ import annotations
 
