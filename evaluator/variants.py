@@ -25,7 +25,7 @@ Pack module contract (``pack.py``)::
 
 returns one query per index, in order, each with ``query.index == index``, ``query.level`` in
 ``app.levels`` (equal to ``level`` when given), ``query.pack == pack.name`` and
-``ground_truth["variant_pack"] == pack.reference()``. The app's episode finds the pack again
+``ground_truth["variant_pack"] == pack.identity()``. The app's episode finds the pack again
 with :func:`find_pack` when the query's execution needs pack code (a fault kind, a topology
 variant). Optional module attributes are documented per app (docs/writing-a-variant-pack.md).
 
@@ -109,7 +109,7 @@ class VariantPack:
     module: ModuleType | None = field(default=None, compare=False, repr=False)
     manifest: JSON = field(default_factory=dict, compare=False, repr=False)
 
-    def reference(self) -> JSON:
+    def identity(self) -> JSON:
         """``{"name", "sha256"}``: how a query's ground truth names its pack."""
         return {"name": self.name, "sha256": self.sha256}
 
@@ -142,7 +142,7 @@ class VariantPack:
                 problems.append(f"level {query.level}")
             if query.pack != self.name:
                 problems.append(f"pack {query.pack!r}")
-            if query.ground_truth.get("variant_pack") != self.reference():
+            if query.ground_truth.get("variant_pack") != self.identity():
                 problems.append("ground_truth['variant_pack'] does not name the pack")
             if problems:
                 raise VariantPackError(f"pack {self.name!r} query {index}: {'; '.join(problems)}")
@@ -476,7 +476,7 @@ def pack_query(app: App, pack: VariantPack, **fields: Any) -> Query:
     ``pack`` and ``ground_truth["variant_pack"]`` (the other fields as given). For packs'
     ``generate`` functions."""
     ground_truth = dict(fields.pop("ground_truth", {}))
-    ground_truth["variant_pack"] = pack.reference()
+    ground_truth["variant_pack"] = pack.identity()
     return Query(
         app_id=app.app_id,
         app_version=app.version,
@@ -497,5 +497,5 @@ def packs_commitment(packs: Sequence[VariantPack]) -> dict[str, dict[str, str]]:
 def with_pack(query: Query, pack: VariantPack) -> Query:
     """``query`` relabelled as drawn from ``pack`` (pack name and ground-truth reference)."""
     ground_truth = dict(query.ground_truth)
-    ground_truth["variant_pack"] = pack.reference()
+    ground_truth["variant_pack"] = pack.identity()
     return replace(query, pack=pack.name, ground_truth=ground_truth)

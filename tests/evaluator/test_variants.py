@@ -69,7 +69,7 @@ def test_mixed_batch_is_deterministic_and_keeps_public_queries(tmp_path: Path) -
             assert query.fingerprint() == public[query.index].fingerprint()
         else:
             assert query.prompt.startswith("[held out] ")
-            assert query.ground_truth["variant_pack"] == pack.reference()
+            assert query.ground_truth["variant_pack"] == pack.identity()
     # the draw for an index never depends on the batch size
     assert [q.pack for q in generate_batch(app, 5, seed=5, packs=[pack], share=0.5)] == [
         q.pack for q in batch[:5]

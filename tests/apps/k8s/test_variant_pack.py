@@ -45,7 +45,7 @@ def test_pack_queries_name_their_pack_and_are_deterministic(
 ) -> None:
     assert pack.app_id == "k8s" and pack.levels == (1, 2, 3)
     assert {q.pack for q in pack_queries} == {"heldout-architecture"}
-    assert all(q.ground_truth["variant_pack"] == pack.reference() for q in pack_queries)
+    assert all(q.ground_truth["variant_pack"] == pack.identity() for q in pack_queries)
     again = load_pack(PACK_DIR).generate(APP, SEED, list(range(COUNT)), None)
     assert [q.fingerprint() for q in again] == [q.fingerprint() for q in pack_queries]
     other = pack.generate(APP, SEED + 1, list(range(COUNT)), None)

@@ -35,7 +35,7 @@ def pack_queries():
 def test_pack_queries_name_their_pack_and_are_deterministic(pack_queries) -> None:
     pack, queries = pack_queries
     assert {q.pack for q in queries} == {"heldout-wording"}
-    assert all(q.ground_truth["variant_pack"] == pack.reference() for q in queries)
+    assert all(q.ground_truth["variant_pack"] == pack.identity() for q in queries)
     again = load_pack(PACK_DIR).generate(APP, SEED, list(range(COUNT)), None)
     assert [q.fingerprint() for q in again] == [q.fingerprint() for q in queries]
     assert {q.level for q in queries} == {1, 2, 3}

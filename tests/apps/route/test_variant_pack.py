@@ -147,7 +147,7 @@ def test_a_pack_format_needs_its_pack_loaded_and_a_describe_hook(format_pack: Va
         RouteEpisode(replace(query, ground_truth=unknown))
     faults_pack = load_pack(PACK_DIR)
     register_pack(faults_pack)
-    no_hook = {**query.ground_truth, "variant_pack": faults_pack.reference()}
+    no_hook = {**query.ground_truth, "variant_pack": faults_pack.identity()}
     with pytest.raises(VariantPackError, match="no describe"):
         RouteEpisode(replace(query, ground_truth=no_hook, pack=faults_pack.name))
 
@@ -166,7 +166,7 @@ def test_a_describe_that_fails_is_a_pack_error(
     broken = VariantPack(name="broken-format", app_id="route", sha256="1" * 64, module=module)
     register_pack(broken)
     query = format_pack.generate(APP, SEED, [0], None)[0]
-    truth = {**query.ground_truth, "variant_pack": broken.reference()}
+    truth = {**query.ground_truth, "variant_pack": broken.identity()}
     write = topology_writer(replace(query, ground_truth=truth, pack=broken.name))
     with pytest.raises(VariantPackError, match="broken-format"):
         write(RouteTopology.from_dict(query.ground_truth["topology"], "fq3_"))
