@@ -7,9 +7,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -75,3 +75,42 @@ def served_agent(*options: str, log_path: Path, start_timeout_s: float = 60.0) -
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def private_queue_sender(app: Any, queues: dict[str, str]) -> Callable[..., Any]:
+    """``app.send_task`` (a Celery app's) sending to the test's own queues: a task meant for a
+    queue named in ``queues`` (e.g. ``"malt"``) goes to the queue it maps to instead.
+
+    Set it on the app of the test process (``monkeypatch.setattr(app, "send_task", ...)``) and
+    of the worker (:data:`PRIVATE_QUEUES_WORKER_BOOT`), and let the worker consume the mapped
+    queues: then workers of other test runs sharing the broker never take this test's tasks,
+    nor this worker theirs.
+    """
+    send = app.send_task
+
+    def send_task(name: str, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        queue = options.get("queue")
+        if isinstance(queue, str) and queue in queues:
+            options["queue"] = queues[queue]
+        return send(name, args, kwargs, **options)
+
+    return send_task
+
+
+#: ``boot`` of :func:`tests.submissions.celery_worker.start_worker` for a worker whose tasks
+#: send to the private queues that the ``NETARENA_TEST_QUEUES`` environment variable maps
+#: (JSON, as :func:`private_queue_sender` takes them).
+PRIVATE_QUEUES_WORKER_BOOT = """
+import json
+import os
+import sys
+
+from config.celery import app
+from tests.browser.helpers import private_queue_sender
+
+app.send_task = private_queue_sender(app, json.loads(os.environ["NETARENA_TEST_QUEUES"]))
+
+from celery.bin.celery import main
+sys.argv = ["celery", *sys.argv[1:]]
+main()
+"""

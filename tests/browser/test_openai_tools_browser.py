@@ -15,11 +15,13 @@ answers 404 to every episode. The scripted agent needs no ground truth; it is wr
 MALT's public generator and solved 600 of 600 public queries on two seeds
 (docs/writing-a-variant-pack.md). The endpoints live on loopback, which team agents may use
 here as in ``make demo`` (``NETARENA_TEAM_AGENT_NETWORKS``); their free ports join the allowed
-agent ports. The control queue has a name of its own (other test runs share the broker).
+agent ports. The control and malt queues have names of their own: other test runs share the
+broker, and their workers must not take these tasks.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,8 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from config.celery import app as celery_app
 from submissions.models import Agent
-from tests.browser.helpers import served_agent, sign_up
+from tests.browser.helpers import (
+    PRIVATE_QUEUES_WORKER_BOOT,
+    private_queue_sender,
+    served_agent,
+    sign_up,
+)
 from tests.submissions.celery_worker import running_worker
 
 if TYPE_CHECKING:
@@ -62,7 +70,7 @@ def worker(
     settings: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[None]:
-    """A worker on a private control queue and the malt queue; loopback agents and their
+    """A worker on queues of this test's own (control and malt); loopback agents and their
     ports allowed here and in the worker."""
     ports = sorted({*settings.NETARENA["AGENT_PORTS"], *endpoints.values()})
     settings.NETARENA = {
@@ -70,18 +78,19 @@ def worker(
         "AGENT_PORTS": frozenset(ports),
         "TEAM_AGENT_NETWORKS": ["127.0.0.0/8"],
     }
-    control = f"control-tools-{os.getpid()}"
-    monkeypatch.setattr("submissions.services.preflight.CONTROL_QUEUE", control)
-    monkeypatch.setattr("submissions.services.submissions.CONTROL_QUEUE", control)
+    queues = {queue: f"{queue}-tools-{os.getpid()}" for queue in ("control", "malt")}
+    monkeypatch.setattr(celery_app, "send_task", private_queue_sender(celery_app, queues))
     with running_worker(
         f"tools-{os.getpid()}",
-        queues=f"{control},malt",
+        queues=",".join(queues.values()),
         log_path=tmp_path / "worker.log",
         env={
             "NETARENA_AGENT_PORTS": ",".join(str(p) for p in ports),
             "NETARENA_TEAM_AGENT_NETWORKS": "127.0.0.0/8",
+            "NETARENA_TEST_QUEUES": json.dumps(queues),
         },
         pool="solo",
+        boot=PRIVATE_QUEUES_WORKER_BOOT,
     ):
         yield
 
