@@ -270,7 +270,7 @@ class AgentPreflight(models.Model):
 
     Started when an agent is registered or edited, or by its team on demand; run by the
     Celery task ``submissions.agent_preflight`` (queue ``control``). ``checks`` is the list of
-    :class:`evaluator.agents.probing.Check` dicts ``{"name", "title", "status", "message",
+    :class:`evaluator.agents.preflight_checks.Check` dicts ``{"name", "title", "status", "message",
     "latency_s"}`` with status ``passed``/``failed``/``skipped``. A team agent whose latest
     pre-flight has not passed cannot be submitted, except that a ``partial`` one (the
     endpoint checks passed, the canaries of some apps failed) clears the apps whose canary

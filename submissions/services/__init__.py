@@ -9,7 +9,7 @@ admin, rounds and management commands all obey the same rules. Reads live in the
 - ``endpoints``: the rules an agent's endpoint obeys and the clients that call it;
 - ``agents``: register, create, update an agent, the header that carries its key;
 - ``preflight``: the agent pre-flight: start, gate, run and time-out bookkeeping (its HTTP
-  probes are ``evaluator.agents.probing``);
+  probes are ``evaluator.agents.preflight_checks``);
 - ``submissions``: create, prepare, cancel, close and expire submissions;
 - ``rounds``: create and close rounds;
 - ``packs``: the held-out variant packs a submission or round records;

@@ -14,7 +14,7 @@ from django.conf import settings
 from evaluator.agents import LOOPBACK_NETWORKS, make_client
 from evaluator.agents.base import AgentClient
 from evaluator.agents.guard import OutboundGuard, RefusedAddressError, ResolveError
-from evaluator.agents.probing import ProbeTarget
+from evaluator.agents.preflight_checks import PreflightTarget
 from submissions.agent_auth import auth_options
 from submissions.errors import EndpointRefusedError
 from submissions.models import Agent
@@ -84,14 +84,14 @@ def agent_client_build(*, agent: Agent) -> AgentClient:
     )
 
 
-def agent_probe_target(*, agent: Agent, timeout_s: float) -> ProbeTarget:
+def agent_preflight_target(*, agent: Agent, timeout_s: float) -> PreflightTarget:
     """``agent``'s endpoint as plain values for the pre-flight probes
-    (``evaluator.agents.probing``): its URL, protocol, model, decrypted key (as Bearer or
+    (``evaluator.agents.preflight_checks``): its URL, protocol, model, decrypted key (as Bearer or
     under its auth header), allowed networks, the probe deadline ``timeout_s`` and the
     per-reply deadline ``AGENT_TIMEOUT_S`` (seconds); its client equals
     :func:`agent_client_build`'s."""
     auth = auth_options(agent)
-    return ProbeTarget(
+    return PreflightTarget(
         url=agent.endpoint_url,
         protocol=agent.protocol,
         model_name=agent.model_name,

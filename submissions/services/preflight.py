@@ -10,11 +10,11 @@ checks in order and stores each one's verdict and a message fit for the team:
 1. ``guard``: the outbound guard and the port rule accept the URL
    (:func:`submissions.services.endpoints.agent_endpoint_check`, the rule applied at
    registration);
-2. ``reachable`` and 3. ``protocol``: the HTTP probes of ``evaluator.agents.probing`` (within
-   ``PREFLIGHT_PROBE_TIMEOUT_S``);
+2. ``reachable`` and 3. ``protocol``: the HTTP requests of
+   ``evaluator.agents.preflight_checks`` (within ``PREFLIGHT_PROBE_TIMEOUT_S``);
 4. ``canary:<app>``, one per app the agent takes part in: the app's task prompt of a fixed-seed
    query (:data:`PREFLIGHT_SEED`, the app's lowest level) sent through the same agent client
-   as an episode, judged by the app's reply parser (``probing.check_canary``); on
+   as an episode, judged by the app's reply parser (``preflight_checks.check_canary``); on
    ``openai-tools`` the answer must be one call of the app's tools;
 5. ``latency``: the evaluator's wall clock around the canary replies (slowest and median).
 
@@ -45,15 +45,15 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from evaluator.agents import probing
+from evaluator.agents import preflight_checks
 from evaluator.agents._http import public_url
-from evaluator.agents.probing import Check
+from evaluator.agents.preflight_checks import Check
 from evaluator.oracle_vault import OracleVault
 from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
 from evaluator.runner import new_episode_id
 from submissions.errors import EndpointRefusedError, PreflightNotPassedError
 from submissions.models import Agent, AgentPreflight
-from submissions.services.endpoints import agent_endpoint_check, agent_probe_target
+from submissions.services.endpoints import agent_endpoint_check, agent_preflight_target
 from submissions.services.storage import storable
 from submissions.services.teams import team_member_check
 
@@ -80,7 +80,7 @@ PREFLIGHT_TASK = "submissions.agent_preflight"
 #: Seed of the canary queries: the same canary for every agent and every run.
 PREFLIGHT_SEED = 20_261_010
 #: Defaults of the ``NETARENA`` settings read here (seconds).
-DEFAULT_PROBE_TIMEOUT_S = probing.DEFAULT_PROBE_TIMEOUT_S
+DEFAULT_PROBE_TIMEOUT_S = preflight_checks.DEFAULT_PROBE_TIMEOUT_S
 DEFAULT_STALE_S = 900.0
 
 
@@ -352,35 +352,35 @@ def _run_checks(agent: Agent) -> Iterator[Check]:
     guard_check = _check_guard(agent)
     yield guard_check
     if guard_check.status == "failed":
-        yield from probing.skipped_checks(later, "the outbound guard refused the endpoint")
+        yield from preflight_checks.skipped_checks(later, "the outbound guard refused the endpoint")
         return
-    target = agent_probe_target(agent=agent, timeout_s=probe_timeout_s())
-    reach = probing.check_reachable(target)
+    target = agent_preflight_target(agent=agent, timeout_s=probe_timeout_s())
+    reach = preflight_checks.check_reachable(target)
     yield reach
     if reach.status == "failed":
-        yield from probing.skipped_checks(later[1:], "the endpoint is not reachable")
+        yield from preflight_checks.skipped_checks(later[1:], "the endpoint is not reachable")
         return
-    protocol = probing.check_protocol(target)
+    protocol = preflight_checks.check_protocol(target)
     yield protocol
     if protocol.status == "failed":
         why = f"the endpoint does not speak {agent.protocol}"
-        yield from probing.skipped_checks(later[2:], why)
+        yield from preflight_checks.skipped_checks(later[2:], why)
         return
     canaries = [_check_canary(agent, app_id) for app_id in apps]
     yield from canaries
-    yield probing.check_latency(canaries, reply_timeout_s=target.reply_timeout_s)
+    yield preflight_checks.check_latency(canaries, reply_timeout_s=target.reply_timeout_s)
 
 
 def _check_guard(agent: Agent) -> Check:
     """``guard``: the registration rule (:func:`agent_endpoint_check`) accepts the URL; the
     message says what kind of address it is."""
-    title = probing.check_title("guard")
+    title = preflight_checks.check_title("guard")
     try:
         agent_endpoint_check(endpoint_url=agent.endpoint_url, reference=agent.is_reference)
     except EndpointRefusedError as exc:
         return Check("guard", title, "failed", str(exc))
-    target = agent_probe_target(agent=agent, timeout_s=probe_timeout_s())
-    kind = probing.address_kind(target.url, target.allowed_networks)
+    target = agent_preflight_target(agent=agent, timeout_s=probe_timeout_s())
+    kind = preflight_checks.address_kind(target.url, target.allowed_networks)
     if agent.is_reference:
         where = f"{kind or 'a public address'}, allowed for the project's reference agents"
     elif kind is None:
@@ -393,13 +393,14 @@ def _check_guard(agent: Agent) -> Check:
 
 def _check_canary(agent: Agent, app_id: str) -> Check:
     """``canary:<app_id>``: the canary query of ``app_id`` (:data:`PREFLIGHT_SEED`, lowest
-    level) through ``probing.check_canary``; the oracle reference agent gets its deposit."""
+    level) through ``preflight_checks.check_canary``; the oracle reference agent gets its
+    deposit."""
     app = get_app(app_id)
     query = app.generate(1, PREFLIGHT_SEED, level=min(app.levels))[0]
     token = new_episode_id()
     deposit: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     if agent.reference_kind == "oracle":
         deposit = OracleVault(settings.NETARENA["ORACLE_VAULT_DIR"]).deposit(query, token)
-    target = agent_probe_target(agent=agent, timeout_s=probe_timeout_s())
+    target = agent_preflight_target(agent=agent, timeout_s=probe_timeout_s())
     with deposit:
-        return probing.check_canary(target, app, query, episode_id=token)
+        return preflight_checks.check_canary(target, app, query, episode_id=token)

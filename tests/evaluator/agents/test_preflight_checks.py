@@ -1,4 +1,4 @@
-"""The pre-flight probes (``evaluator.agents.probing``) against real local servers, without
+"""The pre-flight probes (``evaluator.agents.preflight_checks``) against real local servers, without
 Django: each check's verdict and message for a working, a silent, a redirecting and a wrong
 endpoint, and the guard's refusal when loopback is not allowed."""
 
@@ -14,8 +14,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from evaluator.agents import probing
-from evaluator.agents.probing import Check, ProbeTarget
+from evaluator.agents import preflight_checks
+from evaluator.agents.preflight_checks import Check, PreflightTarget
 from evaluator.testing import GuessApp
 from tests.evaluator.conftest import LOOPBACK, RawServer
 
@@ -53,18 +53,18 @@ def _agent_app(reply: str = "7", *, models: bool = True) -> tuple[Starlette, lis
     return app, seen
 
 
-def _target(url: str, protocol: str = "http-json", **options: object) -> ProbeTarget:
-    return ProbeTarget(url=url, protocol=protocol, allowed_networks=LOOPBACK, **options)  # type: ignore[arg-type]
+def _target(url: str, protocol: str = "http-json", **options: object) -> PreflightTarget:
+    return PreflightTarget(url=url, protocol=protocol, allowed_networks=LOOPBACK, **options)  # type: ignore[arg-type]
 
 
 def test_reachable_and_http_json_protocol_pass_and_send_the_key(serve) -> None:
     app, seen = _agent_app()
     server = serve(app)
     target = _target(server.url + "/act", auth_headers={"X-API-Key": "sk-probe"})
-    reach = probing.check_reachable(target)
+    reach = preflight_checks.check_reachable(target)
     assert (reach.name, reach.status) == ("reachable", "passed")
     assert reach.message.startswith("answered HTTP 200 in ") and reach.latency_s is not None
-    protocol = probing.check_protocol(target)
+    protocol = preflight_checks.check_protocol(target)
     assert protocol.status == "passed"
     assert protocol.message.startswith('http-json: POST answered {"text": ...}')
     assert seen[-1]["body"]["prompt"] == "pre-flight: reply with any text"
@@ -76,7 +76,7 @@ def test_openai_protocol_reads_the_model_list_with_a_bearer_key(serve) -> None:
     app, seen = _agent_app()
     server = serve(app)
     target = _target(server.url, "openai-chat", model_name="m-9", api_key="sk-bearer")
-    check = probing.check_protocol(target)
+    check = preflight_checks.check_protocol(target)
     assert check.status == "passed"
     assert check.message == (
         "openai-chat: /v1/models lists 2 model(s): m-1, m-2; note: 'm-9' is not among them"
@@ -88,7 +88,7 @@ def test_openai_protocol_reads_the_model_list_with_a_bearer_key(serve) -> None:
 def test_openai_protocol_without_a_model_list_fails(serve) -> None:
     app, _ = _agent_app(models=False)
     server = serve(app)
-    check = probing.check_protocol(_target(server.url, "openai-tools"))
+    check = preflight_checks.check_protocol(_target(server.url, "openai-tools"))
     assert check.status == "failed"
     assert check.message.startswith("GET /v1/models answered HTTP 404 without an OpenAI model")
 
@@ -96,8 +96,8 @@ def test_openai_protocol_without_a_model_list_fails(serve) -> None:
 def test_a_redirect_fails_reachability_and_names_the_refused_target(serve) -> None:
     app, _ = _agent_app()
     server = serve(app)
-    check = probing.check_reachable(
-        ProbeTarget(url=server.url + "/moved", protocol="http-json", allowed_networks=LOOPBACK)
+    check = preflight_checks.check_reachable(
+        PreflightTarget(url=server.url + "/moved", protocol="http-json", allowed_networks=LOOPBACK)
     )
     assert check.status == "failed"
     assert check.message == (
@@ -109,16 +109,18 @@ def test_a_redirect_fails_reachability_and_names_the_refused_target(serve) -> No
 def test_loopback_is_refused_unless_allowed(serve) -> None:
     app, seen = _agent_app()
     server = serve(app)
-    check = probing.check_reachable(ProbeTarget(url=server.url + "/act", protocol="http-json"))
+    check = preflight_checks.check_reachable(
+        PreflightTarget(url=server.url + "/act", protocol="http-json")
+    )
     assert (check.status, check.message) == ("failed", "the outbound guard refused the address")
     assert seen == []  # nothing reached the endpoint
-    assert probing.address_kind(server.url, LOOPBACK) == "a loopback address"
+    assert preflight_checks.address_kind(server.url, LOOPBACK) == "a loopback address"
 
 
 def test_a_silent_endpoint_fails_within_the_probe_deadline() -> None:
     raw = RawServer("close")
     try:
-        check = probing.check_reachable(_target(raw.url, timeout_s=2.0))
+        check = preflight_checks.check_reachable(_target(raw.url, timeout_s=2.0))
     finally:
         raw.stop()
     assert check.status == "failed"
@@ -129,7 +131,9 @@ def test_canary_passes_a_parsable_answer_and_fails_an_empty_one(serve) -> None:
     app = GuessApp()
     query = app.generate(1, 5)[0]
     good = serve(_agent_app("7")[0])
-    passed = probing.check_canary(_target(good.url + "/act"), app, query, episode_id="tok-1")
+    passed = preflight_checks.check_canary(
+        _target(good.url + "/act"), app, query, episode_id="tok-1"
+    )
     assert (passed.name, passed.title, passed.status) == (
         "canary:guess",
         "Canary prompt (guess)",
@@ -137,14 +141,16 @@ def test_canary_passes_a_parsable_answer_and_fails_an_empty_one(serve) -> None:
     )
     assert passed.message.startswith("the guess reply parser accepted the answer (command)")
     empty = serve(_agent_app("  ")[0])
-    failed = probing.check_canary(_target(empty.url + "/act"), app, query, episode_id="tok-2")
+    failed = preflight_checks.check_canary(
+        _target(empty.url + "/act"), app, query, episode_id="tok-2"
+    )
     assert failed.status == "failed"
     assert failed.message.startswith("the guess reply parser refused the answer: the reply is")
 
 
 def test_canary_on_a_malformed_url_fails_as_misconfigured() -> None:
     app = GuessApp()
-    check = probing.check_canary(
+    check = preflight_checks.check_canary(
         _target("ftp://example.org/act"), app, app.generate(1, 5)[0], episode_id="tok-3"
     )
     assert check.status == "failed"
@@ -157,26 +163,28 @@ def test_latency_reports_the_slowest_and_median_canary() -> None:
         Check("canary:b", "B", "failed", "", 2.0),
         Check("canary:c", "C", "passed", "", 1.0),
     ]
-    check = probing.check_latency(canaries, reply_timeout_s=60)
+    check = preflight_checks.check_latency(canaries, reply_timeout_s=60)
     assert check.status == "passed" and check.latency_s == 2.0
     assert check.message == (
         "slowest canary reply 2.00 s, median 1.00 s (an episode allows 60 s per reply)"
     )
-    none = probing.check_latency([Check("canary:a", "A", "failed", "")], reply_timeout_s=60)
+    none = preflight_checks.check_latency(
+        [Check("canary:a", "A", "failed", "")], reply_timeout_s=60
+    )
     assert none.status == "skipped"
 
 
 def test_skipped_checks_carry_their_titles() -> None:
-    skipped = list(probing.skipped_checks(["protocol", "canary:k8s"], "it is down"))
+    skipped = list(preflight_checks.skipped_checks(["protocol", "canary:k8s"], "it is down"))
     assert [(c.title, c.status, c.message) for c in skipped] == [
         ("Protocol", "skipped", "not run: it is down"),
         ("Canary prompt (k8s)", "skipped", "not run: it is down"),
     ]
 
 
-def test_probing_imports_no_django() -> None:
+def test_preflight_checks_import_no_django() -> None:
     code = (
-        "import sys, evaluator.agents.probing\n"
+        "import sys, evaluator.agents.preflight_checks\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'celery')))"
     )
     result = subprocess.run(

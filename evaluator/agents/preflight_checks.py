@@ -1,10 +1,10 @@
 """The HTTP probes of an agent's pre-flight: reachable, protocol, canary and latency checks.
 
 Plain Python (no Django): the site's pre-flight service (``submissions.services.preflight``)
-turns a registered agent into a :class:`ProbeTarget` (URL, protocol, key, allowed networks,
+turns a registered agent into a :class:`PreflightTarget` (URL, protocol, key, allowed networks,
 deadlines), calls the checks here one by one and stores the :class:`Check` verdicts they
 return. Every request passes the outbound guard (docs/architecture.md §6), follows no
-redirect, and stops at :attr:`ProbeTarget.timeout_s` and :data:`PROBE_MAX_BYTES`. Nothing an
+redirect, and stops at :attr:`PreflightTarget.timeout_s` and :data:`PROBE_MAX_BYTES`. Nothing an
 endpoint does (slow, huge, garbage, redirecting, private address) raises out of a check: it
 becomes a failed :class:`Check` whose message is fit for the team (never the guard's view of
 internal networks).
@@ -79,7 +79,7 @@ class Check:
 
 
 @dataclass(frozen=True)
-class ProbeTarget:
+class PreflightTarget:
     """An agent endpoint as the probes see it (plain values, no database row).
 
     Attributes:
@@ -163,14 +163,19 @@ class _ProbeError(Exception):
     """A probe request failed; the message is for the team."""
 
 
-def _guarded_client(target: ProbeTarget) -> httpx.Client:
+def _guarded_client(target: PreflightTarget) -> httpx.Client:
     return httpx.Client(
         transport=target.guard().transport(), follow_redirects=False, trust_env=False
     )
 
 
 def _request(
-    target: ProbeTarget, method: str, url: str, *, body: bytes | None = None, read_body: bool = True
+    target: PreflightTarget,
+    method: str,
+    url: str,
+    *,
+    body: bytes | None = None,
+    read_body: bool = True,
 ) -> _Answer:
     """One guarded request with the probe deadline and size cap. Raises ``_ProbeError``."""
     timeout_s = target.timeout_s
@@ -218,7 +223,7 @@ def _request(
         raise _ProbeError(f"connection failed: {type(exc).__name__}: {excerpt(str(exc))}") from None
 
 
-def _redirect_message(target: ProbeTarget, answer: _Answer) -> str:
+def _redirect_message(target: PreflightTarget, answer: _Answer) -> str:
     location = answer.location or "(no Location)"
     try:
         target.guard().check_url(httpx.URL(target.url).join(location))
@@ -231,7 +236,7 @@ def _redirect_message(target: ProbeTarget, answer: _Answer) -> str:
     )
 
 
-def check_reachable(target: ProbeTarget) -> Check:
+def check_reachable(target: PreflightTarget) -> Check:
     """``reachable``: a ``GET`` of the endpoint URL answers with any status but a redirect."""
     title = check_title("reachable")
     try:
@@ -251,7 +256,7 @@ def check_reachable(target: ProbeTarget) -> Check:
     )
 
 
-def check_protocol(target: ProbeTarget) -> Check:
+def check_protocol(target: PreflightTarget) -> Check:
     """``protocol``: the endpoint speaks ``target.protocol`` (see the module docstring)."""
     title = check_title("protocol")
     if target.protocol == "a2a":
@@ -311,7 +316,7 @@ def _http_json_check(answer: _Answer, data: Any) -> Check:
     return Check("protocol", title, "passed", f"http-json: POST answered {said}", answer.latency_s)
 
 
-def _openai_models_check(target: ProbeTarget, answer: _Answer, data: Any) -> Check:
+def _openai_models_check(target: PreflightTarget, answer: _Answer, data: Any) -> Check:
     title = check_title("protocol")
     models = data.get("data") if isinstance(data, dict) else None
     if answer.status != 200 or not isinstance(models, list):
@@ -332,7 +337,7 @@ def _openai_models_check(target: ProbeTarget, answer: _Answer, data: Any) -> Che
     return Check("protocol", title, "passed", message, answer.latency_s)
 
 
-def _check_a2a(target: ProbeTarget) -> Check:
+def _check_a2a(target: PreflightTarget) -> Check:
     title = check_title("protocol")
     try:
         client = target.client()
@@ -360,7 +365,7 @@ def _check_a2a(target: ProbeTarget) -> Check:
     )
 
 
-def check_canary(target: ProbeTarget, app: App, query: Query, *, episode_id: str) -> Check:
+def check_canary(target: PreflightTarget, app: App, query: Query, *, episode_id: str) -> Check:
     """``canary:<app id>``: send ``query``'s prompt through the agent's protocol client (on
     ``openai-tools`` with the app's tools) and judge the answer with the app's reply parser.
 
