@@ -1,6 +1,6 @@
-"""70 episodes on real Mininet: oracle / null / heuristic figures, then nothing leaked.
+"""55 episodes on real Mininet: oracle / null / heuristic figures, then nothing leaked.
 
-30 oracle episodes (2 per Table 5 label, all levels), 15 null episodes (1 per label),
+15 oracle episodes (1 per Table 5 label, all levels), 15 null episodes (1 per label),
 15 heuristic episodes (level 1, 3 per label) and 10 episodes of an agent that litters its
 nodes (extra veths, iptables rules, qdiscs, timeouts). Afterwards the host must show no
 interface, bridge, node shell, namespace, lock file, descriptor, child process or iptables
@@ -65,11 +65,11 @@ LITTER = [
 ]
 
 
-def test_oracle_null_heuristic_over_70_episodes_and_no_leaks() -> None:
+def test_oracle_null_heuristic_over_55_episodes_and_no_leaks() -> None:
     before = host_footprint()
     children_before = _children()
     results: dict[str, list[EpisodeResult]] = {"oracle": [], "null": [], "heuristic": []}
-    for query in APP.generate(30, seed=2026):
+    for query in APP.generate(15, seed=2026):
 
         def oracle_agent(messages: list[JSON], truth: JSON = query.ground_truth) -> str:
             return APP.oracle_reply(truth, messages)
