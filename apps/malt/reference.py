@@ -15,7 +15,7 @@ prompt; see the section "The template floor agent" below.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -445,15 +445,18 @@ _SLOTS: dict[str, str] = {
 }
 
 
-def _compile(template: str) -> re.Pattern[str]:
+def template_pattern(template: str, slots: Mapping[str, str]) -> re.Pattern[str]:
+    """A sentence template (``{slot}`` placeholders) as a regex: literal text escaped, each
+    slot replaced by ``slots[slot]``. Raises ``KeyError`` for a slot ``slots`` lacks."""
     parts = re.split(r"\{(\w+)\}", template)
     pattern = "".join(
-        re.escape(part) if i % 2 == 0 else _SLOTS[part] for i, part in enumerate(parts)
+        re.escape(part) if i % 2 == 0 else slots[part] for i, part in enumerate(parts)
     )
     return re.compile(pattern, re.IGNORECASE | re.DOTALL)
 
 
-def _bps(m: re.Match[str], group: str) -> int:
+def match_bps(m: re.Match[str], group: str) -> int:
+    """Bit/s of a matched ``<group>`` number with its ``<group>_u`` unit (Gbit/s or bit/s)."""
     value = int(m[group])
     return value * GBPS if m[f"{group}_u"].lower() == "gbit/s" else value
 
@@ -505,14 +508,15 @@ def _v2_update(m: re.Match[str], memory: dict[str, str]) -> Op | None:
     node = _node(m, memory)
     if node is None:
         return None
-    return {"op": "set_capacity", "node": node, "capacity_bps": _bps(m, "cap")}
+    return {"op": "set_capacity", "node": node, "capacity_bps": match_bps(m, "cap")}
 
 
 def _v2_add_port(m: re.Match[str], memory: dict[str, str]) -> Op | None:
     node = _node(m, memory)
     if node is None:
         return None
-    return {"op": "add_port", "parent": node, "name": m["name"], "capacity_bps": _bps(m, "cap")}
+    cap = match_bps(m, "cap")
+    return {"op": "add_port", "parent": node, "name": m["name"], "capacity_bps": cap}
 
 
 def _v2_add_switch(m: re.Match[str], memory: dict[str, str]) -> Op | None:
@@ -525,7 +529,7 @@ def _v2_add_switch(m: re.Match[str], memory: dict[str, str]) -> Op | None:
         "name": m["name"],
         "stage": int(m["stage"]),
         "ports": int(m["k"]),
-        "port_capacity_bps": _bps(m, "cap"),
+        "port_capacity_bps": match_bps(m, "cap"),
     }
 
 
@@ -535,10 +539,15 @@ def _v2_if_else(m: re.Match[str], memory: dict[str, str]) -> Op | None:
         return None
     return {
         "op": "if",
-        "cond": {"query": {"op": "capacity", "node": node}, "cmp": ">=", "value": _bps(m, "t")},
+        "cond": {
+            "query": {"op": "capacity", "node": node}, "cmp": ">=", "value": match_bps(m, "t")
+        },
         "then": [{"op": "remove", "node": f"EK_PORT:{m['victim']}"}],
         "else": [
-            {"op": "add_port", "parent": node, "name": m["name"], "capacity_bps": _bps(m, "cap")}
+            {
+                "op": "add_port", "parent": node, "name": m["name"],
+                "capacity_bps": match_bps(m, "cap"),
+            }
         ],
     }
 
@@ -556,7 +565,9 @@ def _v2_shapes() -> list[tuple[re.Pattern[str], Callable[..., Op | None]]]:
         (phrasing.CAPACITY, _v2_question("capacity")),
         (phrasing.LIST, _v2_question("list")),
     ]
-    return [(_compile(template), build) for pool, build in families for template in pool]
+    return [
+        (template_pattern(template, _SLOTS), build) for pool, build in families for template in pool
+    ]
 
 
 _V2_SHAPES = _v2_shapes()

@@ -28,7 +28,13 @@ from apps.malt import phrasing
 from apps.malt.fabric import GBPS
 from apps.malt.operations import Op, changes_topology
 from apps.malt.queries import answer_kind
-from apps.malt.reference import _NAME_SHAPES, NULL_REPLY, request_text
+from apps.malt.reference import (
+    _NAME_SHAPES,
+    NULL_REPLY,
+    match_bps,
+    request_text,
+    template_pattern,
+)
 
 #: A description of a node, resolved at run time (see ``_RUNTIME``):
 #: ``{"id": node id}``, ``{"name": name, "kind": kind or None}``,
@@ -133,19 +139,6 @@ _SLOTS: dict[str, str] = {
 }
 
 
-def _compile(template: str) -> re.Pattern[str]:
-    parts = re.split(r"\{(\w+)\}", template)
-    pattern = "".join(
-        re.escape(part) if i % 2 == 0 else _SLOTS[part] for i, part in enumerate(parts)
-    )
-    return re.compile(pattern, re.IGNORECASE | re.DOTALL)
-
-
-def _bps(m: re.Match[str], group: str) -> int:
-    value = int(m[group])
-    return value * GBPS if m[f"{group}_u"].lower() == "gbit/s" else value
-
-
 Builder = Callable[[re.Match[str], Ref, Reader], list[Op] | None]
 
 
@@ -168,19 +161,19 @@ def _remove(m: re.Match[str], x: Ref, reader: Reader) -> list[Op]:
 
 
 def _update(m: re.Match[str], x: Ref, reader: Reader) -> list[Op]:
-    return [{"op": "set_capacity", "node": x, "capacity_bps": _bps(m, "cap")}]
+    return [{"op": "set_capacity", "node": x, "capacity_bps": match_bps(m, "cap")}]
 
 
 def _add_port(m: re.Match[str], x: Ref, reader: Reader) -> list[Op]:
     name = m.groupdict().get("name") or {"new_port_of": x}
-    return [{"op": "add_port", "parent": x, "name": name, "capacity_bps": _bps(m, "cap")}]
+    return [{"op": "add_port", "parent": x, "name": name, "capacity_bps": match_bps(m, "cap")}]
 
 
 def _add_switch(m: re.Match[str], x: Ref, reader: Reader) -> list[Op]:
     stage = int(m["stage"])
     name = m.groupdict().get("name") or {"new_switch_of": x, "stage": stage}
     return [{"op": "add_switch", "parent": x, "name": name, "stage": stage,
-             "ports": int(m["k"]), "port_capacity_bps": _bps(m, "cap")}]
+             "ports": int(m["k"]), "port_capacity_bps": match_bps(m, "cap")}]
 
 
 def _if_else(m: re.Match[str], x: Ref, reader: Reader) -> list[Op]:
@@ -194,22 +187,23 @@ def _if_else(m: re.Match[str], x: Ref, reader: Reader) -> list[Op]:
     name = m.groupdict().get("name") or {"new_port_of": x}
     return [{
         "op": "if",
-        "cond": {"query": {"op": "capacity", "node": x}, "cmp": ">=", "value": _bps(m, "t")},
+        "cond": {"query": {"op": "capacity", "node": x}, "cmp": ">=", "value": match_bps(m, "t")},
         "then": [{"op": "remove", "node": victim}],
-        "else": [{"op": "add_port", "parent": x, "name": name, "capacity_bps": _bps(m, "cap")}],
+        "else": [{"op": "add_port", "parent": x, "name": name,
+                  "capacity_bps": match_bps(m, "cap")}],
     }]
 
 
 def _for_add(m: re.Match[str], x: Ref, reader: Reader) -> list[Op]:
     body = [{"op": "add_port", "parent": "$item", "name": {"new_port_of": "$item"},
-             "capacity_bps": _bps(m, "cap")}]
+             "capacity_bps": match_bps(m, "cap")}]
     items = {"children_of": x, "kind": "EK_PACKET_SWITCH"}
     return [{"op": "for_each", "items": items, "body": body}]
 
 
 def _for_set(m: re.Match[str], x: Ref, reader: Reader) -> list[Op]:
-    body = [{"op": "set_capacity", "node": "$item", "capacity_bps": _bps(m, "cap")}]
-    items = {"ports_below": x, "under_bps": _bps(m, "t")}
+    body = [{"op": "set_capacity", "node": "$item", "capacity_bps": match_bps(m, "cap")}]
+    items = {"ports_below": x, "under_bps": match_bps(m, "t")}
     return [{"op": "for_each", "items": items, "body": body}]
 
 
@@ -220,12 +214,12 @@ def _for_if(m: re.Match[str], x: Ref, reader: Reader) -> list[Op]:
     if stage is not None:
         query, cmp, value = {"op": "stage", "node": "$item"}, "==", int(stage)
     else:
-        query, cmp, value = {"op": "capacity", "node": "$item"}, "<", _bps(m, "t")
+        query, cmp, value = {"op": "capacity", "node": "$item"}, "<", match_bps(m, "t")
     body = [{
         "op": "if",
         "cond": {"query": query, "cmp": cmp, "value": value},
         "then": [{"op": "add_port", "parent": "$item", "name": {"new_port_of": "$item"},
-                  "capacity_bps": _bps(m, "cap")}],
+                  "capacity_bps": match_bps(m, "cap")}],
         "else": [{"op": "remove", "node": {"highest_port_of": "$item"}}],
     }]
     items = {"children_of": x, "kind": "EK_PACKET_SWITCH"}
@@ -250,7 +244,9 @@ def _shapes() -> list[tuple[re.Pattern[str], Builder]]:
         (phrasing.CAPACITY, _question("capacity")),
         (phrasing.LIST, _question("list")),
     ]
-    return [(_compile(template), build) for pool, build in families for template in pool]
+    return [
+        (template_pattern(template, _SLOTS), build) for pool, build in families for template in pool
+    ]
 
 
 _SHAPES = _shapes()
