@@ -15,10 +15,11 @@ The toy apps have no emulator and no dependency on MALT, route or k8s:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -356,3 +357,16 @@ class GuessApp(App):
 
     def null_reply(self, history: list[JSON]) -> str:
         return "-1"
+
+
+def batch_sha256(batches: Iterable[Sequence[Query]]) -> str:
+    """SHA-256 of generated queries as canonical JSON (sorted keys, no spaces), ground truth
+    included and ``query_id`` left out (it is keyed by a per-deployment secret, not by the
+    generator): the pinned digest of the generator digest tests."""
+    data = [
+        {key: value for key, value in query.to_dict().items() if key != "query_id"}
+        for batch in batches
+        for query in batch
+    ]
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
