@@ -115,7 +115,7 @@ class Round(models.Model):
     Commit-reveal: ``commitment`` = ``evaluator.commitment.round_commitment(
     seed, versions, salt, packs, held_out_share)`` is public from the start; ``seed``, ``salt``
     and the held-out packs themselves are published only once the round is closed
-    (``closed_at`` set), so anyone can then regenerate and re-judge its queries.
+    (``closed_at`` set), so anyone can then regenerate and rejudge its queries.
     """
 
     number = models.PositiveIntegerField(unique=True)
@@ -242,7 +242,7 @@ class EpisodeRecord(models.Model):
     input_tokens = models.BigIntegerField(null=True)
     output_tokens = models.BigIntegerField(null=True)
     served_model = models.CharField(max_length=200, blank=True, default="")
-    # EpisodeResult.replay: the agent's full replies for re-judging (never rendered publicly
+    # EpisodeResult.replay: the agent's full replies for rejudging (never rendered publicly
     # while the submission is open; None when not replayable)
     replay = models.JSONField(null=True, blank=True)
     failure = models.CharField(max_length=200, blank=True, default="")

@@ -1,4 +1,4 @@
-"""Re-judging stored episodes: replay each one's stored replies in a fresh
+"""Rejudging stored episodes: replay each one's stored replies in a fresh
 emulator through :func:`evaluator.rejudge.rejudge` and report whether every verdict holds.
 
 Used by ``python manage.py rejudge``. Only episodes that ran (status ``done``) are replayed;

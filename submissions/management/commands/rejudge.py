@@ -13,7 +13,7 @@ class Command(BaseCommand):
     """Replay stored agent replies in fresh emulators; exit 1 when a verdict is not reproduced."""
 
     help = (
-        "Re-judge finished episodes: replay each episode's stored agent replies on its stored "
+        "Rejudge finished episodes: replay each episode's stored agent replies on its stored "
         "query in a fresh emulator and compare correct, safe, failure, steps and changed_state "
         "with the stored verdict. Exits with status 1 when any verdict differs or an episode "
         "cannot be replayed."

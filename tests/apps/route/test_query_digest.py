@@ -2,7 +2,7 @@
 
 Why a pinned digest is honest here: a query is a pure function of (app version, seed, index,
 level), and a released version never changes meaning (``Query.app_version``), so rounds can be
-regenerated and re-judged from their seed. This test fails on any unintended change of the
+regenerated and rejudged from their seed. This test fails on any unintended change of the
 generator -- a refactor that reorders draws from the seeded stream, a changed operand rule, a
 prompt edit -- which the other generation tests (properties of the output) would let through.
 A deliberate change of the generator updates the pinned value in the same commit (and, when it
