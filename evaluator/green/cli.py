@@ -23,7 +23,7 @@ import uvicorn
 from evaluator.agents import LOOPBACK_NETWORKS
 from evaluator.green.server import DEFAULT_TIMEOUT_S, build_app
 from evaluator.oracle_vault import OracleVault
-from evaluator.reference.server import bind_socket, socket_url
+from evaluator.reference.server import bind_socket, print_line, socket_url
 
 #: Apps a green agent can assess.
 GREEN_APPS = ("malt", "route", "k8s")
@@ -68,12 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _print_line(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
-
-def run(options: Any, write_line: Callable[[str], None] = _print_line) -> None:
+def run(options: Any, write_line: Callable[[str], None] = print_line) -> None:
     """Serve the green agent of ``options.app`` in the foreground until interrupted.
 
     ``write_line`` receives the one-line start announcement (flushed, for supervisors that

@@ -24,7 +24,7 @@ from typing import Any
 from evaluator.agents import LOOPBACK_NETWORKS, PROTOCOLS
 from evaluator.reference.agents import AGENT_NAMES, AgentConfigError, make_served_agent
 from evaluator.reference.llm import STRATEGIES
-from evaluator.reference.server import build_asgi_app, serve
+from evaluator.reference.server import build_asgi_app, print_line, serve
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,12 +100,7 @@ def build_from_options(options: Any) -> tuple[Any, Any]:
     return agent, build_asgi_app(agent, options.protocol, public_url=public_url)
 
 
-def _print_line(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
-
-def run(options: Any, write_line: Callable[[str], None] = _print_line) -> None:
+def run(options: Any, write_line: Callable[[str], None] = print_line) -> None:
     """Build the agent from ``options`` and serve it in the foreground.
 
     ``write_line`` receives the one-line start announcement (flushed, for supervisors that

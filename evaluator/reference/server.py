@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -456,6 +457,13 @@ def build_asgi_app(
         routes.append(Route("/", http_json, methods=["POST"]))
         routes.append(Route("/act", http_json, methods=["POST"]))
     return Starlette(routes=routes)
+
+
+def print_line(line: str) -> None:
+    """Write ``line`` to stdout and flush: the start announcement that supervisors read the
+    server's URL from."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
