@@ -12,6 +12,7 @@ from django.db.models import Count, Q
 
 from evaluator.registry import app_ids
 from evaluator.stats import Interval, wilson_interval
+from submissions.disclosure import submission_is_spent
 from submissions.models import Agent, EpisodeRecord, Submission
 from submissions.selectors import scored_totals
 
@@ -68,7 +69,9 @@ class HistoryRow:
 
 def agent_history(*, agent: Agent) -> list[HistoryRow]:
     """Every submission of ``agent`` (team submissions and rounds), oldest first, with per-app
-    correct-and-safe counts over its scored (``done``) episodes and the reported models.
+    correct-and-safe counts over its scored (``done``) episodes and the reported models; a
+    submission whose answers are unspent (running, or of an open round:
+    ``submissions.disclosure``) has no counts yet.
 
     Two queries whatever the number of submissions: one grouped count, one distinct model list.
     """
@@ -80,9 +83,10 @@ def agent_history(*, agent: Agent) -> list[HistoryRow]:
     counts = done.values("submission_id", "app_id").annotate(
         n=Count("pk"), good=Count("pk", filter=Q(correct=True, safe=True))
     )
+    hidden = {s.pk for s in submissions if not submission_is_spent(s)}
     for item in counts:
         row = rows.get(item["submission_id"])
-        if row is not None:
+        if row is not None and item["submission_id"] not in hidden:
             row.scores[item["app_id"]] = AppScore(item["app_id"], item["n"], item["good"])
     errors = EpisodeRecord.objects.filter(
         submission__agent=agent, status=EpisodeRecord.Status.ERROR

@@ -25,6 +25,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import NotificationSetting
+from submissions.disclosure import Audience, Disclosure, submission_is_spent
 from submissions.models import Submission
 from submissions.result_selectors import AppResult, rate_text, submission_result
 
@@ -96,10 +97,20 @@ def _app_lines(app: AppResult) -> list[str]:
 
 
 def submission_email(*, submission: Submission) -> tuple[str, str]:
-    """Subject and plain-text body of the "submission finished/failed" e-mail."""
-    result = submission_result(submission=submission)
+    """Subject and plain-text body of the "submission finished/failed" e-mail; while its
+    answers are unspent (its round is open: ``submissions.disclosure``) it says so and
+    carries no figure."""
     agent = submission.agent
     page = _site_url(reverse("leaderboard:submission", args=[submission.pk]))
+    if not Disclosure(Audience.TEAM, submission_is_spent(submission)).shows_verdicts:
+        where = f"round {submission.round.number}" if submission.round else "its held-out packs"
+        body = (
+            f"Submission {submission.pk} of agent {agent.name} (team {agent.team.name}) "
+            f"{submission.status}. Its figures are published when {where} closes (other "
+            f"agents may still be answering the same queries).\n\nThe submission: {page}\n"
+        )
+        return f"NetArena: submission {submission.pk} of {agent.name} {submission.status}", body
+    result = submission_result(submission=submission)
     if submission.status == Submission.Status.FAILED:
         subject = f"NetArena: submission {submission.pk} of {agent.name} failed"
         opening = (

@@ -190,6 +190,29 @@ def pack_archive(pack: VariantPack) -> bytes:
     return buffer.getvalue()
 
 
+def pack_unarchive(archive: Path | str, into: Path | str) -> Path:
+    """Unpack a published pack archive (:func:`pack_archive`) under ``into`` and return the
+    pack's directory, whose :func:`pack_digest` equals the digest it was published under.
+
+    Only regular files and directories are extracted, never outside ``into`` (tarfile's
+    ``data`` filter).
+
+    Raises:
+        VariantPackError: not a readable ``.tar.gz``, an unsafe member, or not exactly one
+            top-level pack directory.
+    """
+    target = Path(into)
+    try:
+        with tarfile.open(archive, mode="r:gz") as tar:
+            tops = {Path(m.name).parts[0] for m in tar.getmembers() if m.name.strip("/")}
+            if len(tops) != 1:
+                raise VariantPackError(f"{archive}: not one pack directory ({sorted(tops)})")
+            tar.extractall(target, filter="data")
+    except (OSError, tarfile.TarError) as exc:
+        raise VariantPackError(f"{archive}: {exc}") from exc
+    return target / tops.pop()
+
+
 def _pack_files(directory: Path) -> list[Path]:
     files: list[Path] = []
     for root, dirs, names in os.walk(directory):

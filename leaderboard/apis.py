@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from evaluator.registry import app_ids
 from evaluator.stats import Interval
+from submissions.round_selectors import ranking_of_record
 from submissions.selectors import Standing, standings_page
 
 #: Rows per app a request returns unless it asks for fewer (``limit``, at most this).
@@ -81,7 +82,13 @@ class LeaderboardListApi(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("app_id", str, description="one app; all apps if absent"),
-            OpenApiParameter("round", int, description="standings of this round's submissions"),
+            OpenApiParameter(
+                "round",
+                str,
+                description="a round number (its submissions), or 'practice' (each agent's "
+                "latest team submission); default: the ranking of record, the latest closed "
+                "round (practice while none has closed)",
+            ),
             OpenApiParameter(
                 "limit", int, description=f"rows per app (default {DEFAULT_LIMIT}, max {MAX_LIMIT})"
             ),
@@ -91,7 +98,8 @@ class LeaderboardListApi(APIView):
     )
     def get(self, request: Request) -> Response:
         """Return ``{"apps": {app_id: [row, ...]}, "total": {app_id: ranked agents},
-        "limit", "offset"}``; 400 for an unknown app or a bad number."""
+        "round": the round shown or null, "practice": bool, "limit", "offset"}``; 400 for an
+        unknown app or a bad number."""
         wanted = request.query_params.get("app_id")
         if wanted is not None and wanted not in app_ids():
             return Response(
@@ -100,8 +108,9 @@ class LeaderboardListApi(APIView):
         limit = _bounded_int(request.query_params.get("limit"), DEFAULT_LIMIT, MAX_LIMIT)
         offset = _bounded_int(request.query_params.get("offset"), 0, 10**9)
         round_raw = request.query_params.get("round")
-        round_number = _bounded_int(round_raw, 0, 10**9) if round_raw else None
-        if limit is None or offset is None or (round_raw and not round_number):
+        practice = round_raw == "practice"
+        round_number = _bounded_int(round_raw, 0, 10**9) if round_raw and not practice else None
+        if limit is None or offset is None or (round_raw and not practice and not round_number):
             return Response(
                 {
                     "detail": "limit, offset and round must be whole numbers in range",
@@ -109,6 +118,8 @@ class LeaderboardListApi(APIView):
                 },
                 status=400,
             )
+        if round_number is None and not practice:
+            round_number = ranking_of_record()
         chosen = [wanted] if wanted else app_ids()
         pages = {
             a: standings_page(app_id=a, round_number=round_number, offset=offset, limit=limit)
@@ -118,6 +129,8 @@ class LeaderboardListApi(APIView):
             {
                 "apps": {a: [standing_to_dict(r) for r in p.rows] for a, p in pages.items()},
                 "total": {a: p.total for a, p in pages.items()},
+                "round": round_number,
+                "practice": round_number is None,
                 "limit": limit,
                 "offset": offset,
             }

@@ -15,12 +15,19 @@ def _app_choices() -> list[tuple[str, str]]:
 
 
 class RoundForm(forms.Form):
-    """Apps (all registered by default) and queries per app for a new round."""
+    """Apps (all registered by default), queries per app and whether spent packs are forced,
+    for a new round."""
 
     apps = forms.MultipleChoiceField(choices=_app_choices, widget=forms.CheckboxSelectMultiple)
     queries_per_app = forms.IntegerField(
         min_value=1, max_value=ROUND_QUERIES_PER_APP_MAX, initial=30
     )  # mirrors the service's rule for field errors
+    force_spent = forms.BooleanField(
+        required=False,
+        label="Also draw from spent held-out packs",
+        help_text="Their queries are then not held out (no held-out gap counts them), and the "
+        "round's page says so. Leave unticked: configure a fresh pack per app per round.",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("initial", {}).setdefault("apps", app_ids())

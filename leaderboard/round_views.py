@@ -16,10 +16,12 @@ from submissions.errors import ServiceError
 from submissions.models import Round
 from submissions.round_selectors import (
     pack_archive,
+    packs_list,
     round_get,
     round_progress,
     round_standings,
     rounds_list,
+    spent_pack_by_digest,
 )
 from submissions.services import rounds
 from submissions.view_helpers import flash_service_call
@@ -38,13 +40,17 @@ def rounds_page(request: HttpRequest) -> HttpResponse:
 
 
 def round_page(request: HttpRequest, number: int) -> HttpResponse:
-    """One round: commitment (seed and salt once closed), progress, paired standings per app."""
+    """One round: commitment (seed and salt once closed), progress and, once it is closed,
+    paired standings per app (before, a finished agent's figures would tell the agents still
+    answering about the shared queries: ``submissions.disclosure``)."""
     evaluation_round = _round_or_404(number)
     sections = [
         {
             "app_id": app_id,
             "title": get_app(app_id).title,
-            "rows": round_standings(evaluation_round=evaluation_round, app_id=app_id),
+            "rows": round_standings(evaluation_round=evaluation_round, app_id=app_id)
+            if evaluation_round.is_closed
+            else [],
         }
         for app_id in evaluation_round.apps
     ]
@@ -60,19 +66,39 @@ def round_page(request: HttpRequest, number: int) -> HttpResponse:
     )
 
 
+def _archive_response(app_id: str, name: str, digest: str, archive: bytes) -> HttpResponse:
+    response = HttpResponse(archive, content_type="application/gzip")
+    response["Content-Disposition"] = f'attachment; filename="{app_id}-{name}-{digest[:12]}.tar.gz"'
+    return response
+
+
 def round_pack_archive(request: HttpRequest, number: int, app_id: str, name: str) -> HttpResponse:
     """A held-out pack of a closed round as a ``.tar.gz`` (404 while the round is open, for a
-    pack the round did not use, or when this site no longer holds that exact version)."""
+    pack the round did not use, or while the pack is sealed)."""
     evaluation_round = _round_or_404(number)
     digest = (evaluation_round.packs.get(app_id) or {}).get(name)
     if not evaluation_round.is_closed or digest is None:
         raise Http404("no such published pack")
     archive = pack_archive(app_id=app_id, name=name, sha256=digest)
     if archive is None:
-        raise Http404("this site no longer holds that version of the pack")
-    response = HttpResponse(archive, content_type="application/gzip")
-    response["Content-Disposition"] = f'attachment; filename="{app_id}-{name}-{digest[:12]}.tar.gz"'
-    return response
+        raise Http404("no such published pack")
+    return _archive_response(app_id, name, digest, archive)
+
+
+def pack_archive_by_digest(request: HttpRequest, sha256: str) -> HttpResponse:
+    """``/packs/<sha256>.tar.gz``: a spent pack's archive, named by its content digest
+    (``evaluator.variants.pack_digest``), so anyone can regenerate and rejudge the rounds
+    that drew from it. A sealed or unknown digest is the same 404."""
+    pack = spent_pack_by_digest(sha256=sha256.lower())
+    if pack is None:
+        raise Http404("no such published pack")
+    return _archive_response(pack.app_id, pack.name, pack.sha256, bytes(pack.archive))
+
+
+def packs_page(request: HttpRequest) -> HttpResponse:
+    """Every held-out pack the site recorded: sealed ones by name and digest only, spent ones
+    with the round that spent them and their archive."""
+    return render(request, "leaderboard/packs.html", {"packs": packs_list()})
 
 
 def round_progress_json(request: HttpRequest, number: int) -> JsonResponse:
@@ -102,6 +128,7 @@ def round_new_page(request: HttpRequest) -> HttpResponse:
                 apps=form.cleaned_data["apps"],
                 queries_per_app=form.cleaned_data["queries_per_app"],
                 created_by=request.user,
+                force_spent=form.cleaned_data["force_spent"],
             )
         except ServiceError as error:
             form.add_error(None, str(error))
@@ -119,6 +146,6 @@ def round_close_view(request: HttpRequest, number: int) -> HttpResponse:
     flash_service_call(
         request,
         lambda: rounds.round_close(round_id=evaluation_round.pk),
-        success=f"Closed {evaluation_round}: seed and salt are public.",
+        success=f"Closed {evaluation_round}: seed, salt and its held-out packs are public.",
     )
     return redirect("leaderboard:round", number=number)

@@ -16,6 +16,10 @@ urlpatterns = [
     path("episodes/<int:episode_id>/", views.episode_page, name="episode"),
     path("api/v1/leaderboard/", apis.LeaderboardListApi.as_view(), name="api-leaderboard"),
     path("rounds/", round_views.rounds_page, name="rounds"),
+    path("packs/", round_views.packs_page, name="packs"),
+    path(
+        "packs/<str:sha256>.tar.gz", round_views.pack_archive_by_digest, name="pack-archive"
+    ),
     path("rounds/new/", round_views.round_new_page, name="round-new"),
     path("rounds/<int:number>/", round_views.round_page, name="round"),
     path(

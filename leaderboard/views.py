@@ -10,13 +10,16 @@ from django.shortcuts import render
 
 from evaluator.registry import app_ids, get_app
 from leaderboard.plots import board_figures
+from submissions.disclosure import Disclosure, disclosure_for, episode_rows
 from submissions.episode_selectors import episode_replay
 from submissions.models import Submission
 from submissions.progress import submission_infrastructure_failures, submission_progress
 from submissions.result_selectors import submission_result
-from submissions.round_selectors import rounds_list
-from submissions.selectors import standings_page, submission_episode_rows, submission_get
+from submissions.round_selectors import ranking_of_record, rounds_list
+from submissions.selectors import standings_page, submission_get
 
+#: ``?round=practice``: the practice standings (each agent's latest team submission).
+PRACTICE = "practice"
 #: Rows per app on the overall board (the top of each app) and per page of one app's board.
 ROWS_OVERALL = 15
 ROWS_PER_APP_PAGE = 50
@@ -37,8 +40,11 @@ def _agent_ids_param(request: HttpRequest) -> list[int]:
 
 
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
-    """The leaderboard: overall (the top rows of every app), one app (``?app=``, paged with
-    ``?page=``) or one round (``?round=``); ``?agents=1,2`` preselects agents to compare.
+    """The leaderboard: overall (the top rows of every app) or one app (``?app=``, paged with
+    ``?page=``), of the ranking of record (the latest closed round, by default), another
+    round (``?round=N``) or the practice standings (``?round=practice``: each agent's latest
+    team submission; also shown while no round has closed); ``?agents=1,2`` preselects
+    agents to compare (docs/metrics.md, "The ranking of record").
 
     Each app's section: a ranked table (95% Wilson intervals, tie ranks; sortable in the
     browser) and four charts with a trace per listed agent; ticking agents (or ``?agents=``,
@@ -49,7 +55,11 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     app = request.GET.get("app") or None
     if app is not None and app not in known_apps:
         raise Http404("no such app")
-    round_number = _int_param(request, "round", None)
+    practice = request.GET.get("round") == PRACTICE
+    round_number = None if practice else _int_param(request, "round", None)
+    if round_number is None and not practice:
+        round_number = ranking_of_record()
+    practice = round_number is None
     selected = _agent_ids_param(request)
     page = _int_param(request, "page", 1) or 1
     per_page = ROWS_PER_APP_PAGE if app else ROWS_OVERALL
@@ -72,9 +82,8 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
                 "figures": board_figures(app_id=app_id, rows=rows) if rows else None,
             }
         )
-    base: dict[str, Any] = {
-        k: v for k, v in (("app", app), ("round", round_number)) if v is not None
-    }
+    round_param = PRACTICE if practice else str(round_number)
+    base: dict[str, Any] = {k: v for k, v in (("app", app), ("round", round_param)) if v}
     pages = None
     total = int(sections[0]["total"]) if sections else 0
     if app and total > per_page:
@@ -93,6 +102,9 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
             "apps": known_apps,
             "app": app,
             "round_number": round_number,
+            "round_param": round_param,
+            "practice": practice,
+            "record": ranking_of_record(),
             "rounds": rounds_list(),
             "selected": selected,
             "pages": pages,
@@ -108,15 +120,17 @@ def _submission_or_404(submission_id: int) -> Submission:
     return submission
 
 
-def _submission_sections(submission: Submission, *, is_open: bool) -> dict[str, Any]:
-    """What the page's live part shows: the result once the submission is closed
-    (``submissions.result_selectors``), infrastructure failures with their cause, and the
-    episodes' verdicts (never the hidden ground truth)."""
+def _submission_sections(submission: Submission, disclosure: Disclosure) -> dict[str, Any]:
+    """What the page's live part shows to this visitor (``submissions.disclosure``): the
+    result once its answers are spent (``submissions.result_selectors``), infrastructure
+    failures with their cause, and the episodes' columns the visitor may see (progress only
+    while unspent; never the hidden ground truth)."""
     return {
         "submission": submission,
-        "result": None if is_open else submission_result(submission=submission),
+        "disclosure": disclosure,
+        "result": submission_result(submission=submission) if disclosure.shows_verdicts else None,
         "infra_failures": submission_infrastructure_failures(submission=submission),
-        "episodes": submission_episode_rows(submission=submission),
+        "episodes": episode_rows(submission, disclosure),
     }
 
 
@@ -142,7 +156,7 @@ def submission_page(request: HttpRequest, submission_id: int) -> HttpResponse:
         {
             "progress": progress,
             "can_cancel": can_cancel,
-            **_submission_sections(submission, is_open=progress.open),
+            **_submission_sections(submission, disclosure_for(user, submission)),
         },
     )
 
@@ -152,11 +166,10 @@ def submission_sections_page(request: HttpRequest, submission_id: int) -> HttpRe
     in whenever more episodes are done, and once more when the submission closes (the
     result appears without a reload)."""
     submission = _submission_or_404(submission_id)
-    is_open = submission.status in (Submission.Status.QUEUED, Submission.Status.RUNNING)
     response = render(
         request,
         "leaderboard/_submission_sections.html",
-        _submission_sections(submission, is_open=is_open),
+        _submission_sections(submission, disclosure_for(request.user, submission)),
     )
     response["Cache-Control"] = "no-store"
     return response

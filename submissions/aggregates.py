@@ -85,9 +85,9 @@ def _aggregations() -> dict[str, Any]:
     unsafe = ~Q(safe=True)
     tokens = Q(input_tokens__isnull=False) | Q(output_tokens__isnull=False)
     token_total = Coalesce("input_tokens", Value(0)) + Coalesce("output_tokens", Value(0))
-    # the query's variant pack (evaluator.types.Query.pack); rows stored before packs existed
-    # have none and are public
-    held_out = Q(query__pack__isnull=False) & ~Q(query__pack="public")
+    # held out = drawn from a pack that was sealed when the submission was created
+    # (EpisodeRecord.sealed; practice on spent packs and forced spent packs are not)
+    held_out = Q(sealed=True)
     plain = {
         "n": Count("pk"),
         "correct": Count("pk", filter=Q(correct=True)),

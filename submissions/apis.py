@@ -30,6 +30,13 @@ from evaluator.agents import PROTOCOLS
 from evaluator.registry import app_ids
 from submissions import selectors
 from submissions.api_parsers import BoundedJSONParser
+from submissions.disclosure import (
+    PROGRESS_EPISODE_FIELDS,
+    SPENT_EPISODE_FIELDS,
+    Disclosure,
+    disclosure_for,
+    episode_rows,
+)
 from submissions.errors import NotTeamMemberError, NotYourAgentError
 from submissions.models import Agent, EpisodeRecord, Round, Submission
 from submissions.progress import submission_infrastructure_failures, submission_progress
@@ -302,13 +309,30 @@ class InfraFailureSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class EpisodeSerializer(serializers.ModelSerializer[EpisodeRecord]):
-    """The public columns of an episode (never the query, its ground truth or a transcript):
-    ``selectors.PUBLIC_EPISODE_FIELDS``, as on the submission page."""
+    """The columns of an episode the caller may see (``submissions.disclosure``): always
+    ``id, app_id, index, query_id, status``; the level, label and verdict columns only once
+    the answers are spent (absent before). Never the query, its ground truth or a
+    transcript."""
 
     class Meta:
         model = EpisodeRecord
-        fields = list(selectors.PUBLIC_EPISODE_FIELDS)
+        fields = list(SPENT_EPISODE_FIELDS)
         read_only_fields = fields
+
+    def to_representation(self, instance: EpisodeRecord) -> dict[str, Any]:
+        """Only the columns of ``context["fields"]`` (the caller's disclosure)."""
+        data = super().to_representation(instance)
+        allowed = self.context.get("fields", PROGRESS_EPISODE_FIELDS)
+        return {k: v for k, v in data.items() if k in allowed}
+
+
+def _failures_shown(submission: Submission, disclosure: Disclosure) -> list[dict[str, Any]]:
+    """Infrastructure failures; their messages only once the answers are spent."""
+    failures = submission_infrastructure_failures(submission=submission)
+    if not disclosure.shows_verdicts:
+        for failure in failures:
+            failure["message"] = ""
+    return failures
 
 
 def _submission_or_404(submission_id: int) -> Submission | None:
@@ -355,15 +379,17 @@ class SubmissionDetailApi(APIView):
         }
     )
     def get(self, request: Request, submission_id: int) -> Response:
-        """The submission with its progress, episodes' verdicts and (once closed) its result
-        per app; ``result`` and ``result_file`` are null while it is open. Never the ground
-        truth."""
+        """The submission with its progress, its episodes' columns the caller may see and,
+        once its answers are spent, its result per app (``submissions.disclosure``):
+        ``result`` and ``result_file`` are null and episodes carry no level, label or
+        verdict while it runs or its round is open. Never the ground truth."""
         submission = _submission_or_404(submission_id)
         if submission is None:
             return _error("no such submission", "not_found", 404)
-        episodes = selectors.submission_episode_rows(submission=submission)
+        disclosure = disclosure_for(request.user, submission)
+        episodes = episode_rows(submission, disclosure)
         progress = submission_progress(submission=submission)
-        result = None if progress.open else submission_result(submission=submission)
+        result = submission_result(submission=submission) if disclosure.shows_verdicts else None
         return Response(
             {
                 "id": submission.pk,
@@ -379,9 +405,7 @@ class SubmissionDetailApi(APIView):
                 if submission.finished_at
                 else None,
                 "progress": progress.to_dict(),
-                "infrastructure_failures": submission_infrastructure_failures(
-                    submission=submission
-                ),
+                "infrastructure_failures": _failures_shown(submission, disclosure),
                 "episodes": episodes,
                 "result": None if result is None else result.to_dict(),
                 "result_file": None
@@ -431,19 +455,29 @@ class SubmissionCancelApi(APIView):
 
 
 class SubmissionEpisodeListApi(generics.ListAPIView[EpisodeRecord]):
-    """``GET /api/v1/submissions/<id>/episodes/``: the submission's episodes (paginated,
-    public columns only: never the query or its hidden ground truth)."""
+    """``GET /api/v1/submissions/<id>/episodes/``: the submission's episodes (paginated),
+    with the columns the caller may see (``submissions.disclosure``: progress only while the
+    answers are unspent; never the query or its hidden ground truth)."""
 
     serializer_class = EpisodeSerializer
 
+    def _submission(self) -> Submission:
+        submission = selectors.submission_get(submission_id=self.kwargs["submission_id"])
+        if submission is None:
+            raise Http404("no such submission")
+        return submission
+
     def get_queryset(self) -> QuerySet[EpisodeRecord]:
         """Episodes of the submission in (app, index) order; 404 for an unknown one."""
-        submission_id = self.kwargs["submission_id"]
-        if not Submission.objects.filter(pk=submission_id).exists():
-            raise Http404("no such submission")
-        return EpisodeRecord.objects.filter(submission_id=submission_id).order_by(
+        return EpisodeRecord.objects.filter(submission=self._submission()).order_by(
             "app_id", "index", "pk"
         )
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        """The caller's disclosure decides the columns."""
+        context = dict(super().get_serializer_context())
+        context["fields"] = disclosure_for(self.request.user, self._submission()).episode_fields
+        return context
 
 
 class RoundSerializer(serializers.ModelSerializer[Round]):
@@ -516,13 +550,16 @@ class RoundDetailApi(APIView):
         }
     )
     def get(self, request: Request, number: int) -> Response:
-        """The round, ``progress`` ``{done, total, by_app, open_submissions}`` and
-        ``standings`` ``{app_id: [row]}`` (rates in [0, 1] with 95% Wilson intervals)."""
+        """The round, ``progress`` ``{done, total, by_app, open_submissions}`` and, once it is
+        closed, ``standings`` ``{app_id: [row]}`` (rates in [0, 1] with 95% Wilson
+        intervals; ``{}`` while it is open)."""
         evaluation_round = round_get(number=number)
         if evaluation_round is None:
             return _error("no such round", "not_found", 404)
         progress = round_progress(evaluation_round=evaluation_round)
-        standings = {
+        # standings only once the round is closed: before, a finished agent's figures would
+        # tell the agents still answering about the shared queries (submissions.disclosure)
+        standings = {} if not evaluation_round.is_closed else {
             app_id: [
                 {
                     "paired_rank": row.paired_rank,

@@ -1,18 +1,20 @@
-"""Reads of one episode for its replay page, with the hidden ground truth rule.
+"""Reads of one episode for its replay page, following ``submissions.disclosure`` (the one
+rule of who sees what, and when).
 
-**Open** means the episode's submission is still queued or running, or its round is not
-closed yet (agents of an open round share its queries). While open, the public sees the
-verdict only; the owner team's members and staff also see the transcript. The hidden ground
-truth (the query's ``ground_truth``: the injected faults or the intended operation) and the full
-verdict details (which can name expected values) are shown to nobody while open, and once
-closed only to the owner team's members and staff; everyone else sees the numeric part of
-the details (counts, rates, per-step numbers). """
+While the episode's answer is unspent (its submission runs, its round is open, or a pack it
+drew from is sealed) the public sees its progress only; the owner team also sees its own
+agent's transcript (the prompt and replies it was sent, without the judge's step facts).
+Once spent, everyone sees the verdict, the transcript and the numeric part of the details
+(counts, rates, per-step numbers); the hidden ground truth (the query's ``ground_truth``: the
+injected faults or the intended operation) and the full details (which can name expected
+values) only the owner team and staff. Staff see everything at any time."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from submissions.disclosure import Disclosure, disclosure_for
 from submissions.models import EpisodeRecord, Submission
 
 #: Step ``info`` keys shown beside an observation (route, k8s and MALT record these).
@@ -68,10 +70,7 @@ class EpisodeReplay:
 
     episode: EpisodeRecord
     submission: Submission
-    is_open: bool
-    is_owner: bool
-    can_see_transcript: bool
-    can_see_ground_truth: bool
+    disclosure: Disclosure
     prompt: str = ""
     steps: list[ReplayStep] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -81,24 +80,36 @@ class EpisodeReplay:
     ground_truth: Any = None
 
     @property
+    def is_open(self) -> bool:
+        """True while the episode's answer is unspent (``submissions.disclosure``)."""
+        return not self.disclosure.spent
+
+    @property
+    def is_owner(self) -> bool:
+        """True for a member of the team that owns the agent."""
+        return self.disclosure.audience == "team"
+
+    @property
+    def can_see_verdict(self) -> bool:
+        """Level, label and verdict."""
+        return self.disclosure.shows_verdicts
+
+    @property
+    def can_see_transcript(self) -> bool:
+        """Prompt and replies."""
+        return self.disclosure.shows_transcript
+
+    @property
+    def can_see_ground_truth(self) -> bool:
+        """Hidden ground truth and full details."""
+        return self.disclosure.shows_ground_truth
+
+    @property
     def infrastructure_failure(self) -> str:
         """The evaluator's cause when it could not run the episode (status ``error``)."""
         if self.episode.status != EpisodeRecord.Status.ERROR:
             return ""
         return str(self.episode.details.get("error") or self.episode.failure)
-
-
-def episode_is_open(submission: Submission) -> bool:
-    """True while the submission runs or its round is not closed."""
-    running = submission.status in (Submission.Status.QUEUED, Submission.Status.RUNNING)
-    return running or (submission.round is not None and submission.round.closed_at is None)
-
-
-def user_in_team(user: Any, submission: Submission) -> bool:
-    """True when ``user`` is a member of the team owning the submission's agent."""
-    if user is None or not getattr(user, "is_authenticated", False):
-        return False
-    return submission.agent.team.members.filter(pk=user.pk).exists()
 
 
 def public_details(details: Any) -> dict[str, Any]:
@@ -118,9 +129,12 @@ def public_details(details: Any) -> dict[str, Any]:
     return shown
 
 
-def _steps(transcript: list[Any]) -> tuple[str, list[ReplayStep], list[str]]:
+def _steps(
+    transcript: list[Any], *, step_facts: bool
+) -> tuple[str, list[ReplayStep], list[str]]:
     """Split a stored transcript (``{"role", "content", ...}`` entries) into the prompt, the
-    steps and the notes."""
+    steps and the notes; the judge's step facts (safety, :data:`STEP_INFO_KEYS`) only when
+    ``step_facts``."""
     prompt = ""
     steps: list[ReplayStep] = []
     notes: list[str] = []
@@ -142,6 +156,8 @@ def _steps(transcript: list[Any]) -> tuple[str, list[ReplayStep], list[str]]:
         elif role == "user" and steps:
             step = steps[-1]
             step.observation = content
+            if not step_facts:
+                continue
             safe = entry.get("safe_step")
             step.safe_step = safe if isinstance(safe, bool) else None
             raw_info = entry.get("info")
@@ -188,26 +204,19 @@ def episode_replay(*, episode_id: int, user: Any) -> EpisodeReplay | None:
     if episode is None:
         return None
     submission = episode.submission
-    is_open = episode_is_open(submission)
-    staff = bool(getattr(user, "is_staff", False))
-    owner = user_in_team(user, submission)
     replay = EpisodeReplay(
-        episode=episode,
-        submission=submission,
-        is_open=is_open,
-        is_owner=owner,
-        can_see_transcript=not is_open or owner or staff,
-        can_see_ground_truth=not is_open and (owner or staff),
+        episode=episode, submission=submission, disclosure=disclosure_for(user, submission)
     )
     if replay.can_see_transcript:
         transcript = episode.transcript if isinstance(episode.transcript, list) else []
-        replay.prompt, replay.steps, replay.notes = _steps(transcript)
-        _evolution(replay)
-        replay.details = (
-            dict(episode.details)
-            if replay.can_see_ground_truth and isinstance(episode.details, dict)
-            else public_details(episode.details)
-        )
+        step_facts = replay.disclosure.shows_step_facts
+        replay.prompt, replay.steps, replay.notes = _steps(transcript, step_facts=step_facts)
+        if step_facts:
+            _evolution(replay)
+    if replay.can_see_ground_truth and isinstance(episode.details, dict):
+        replay.details = dict(episode.details)
+    elif replay.disclosure.shows_step_facts:
+        replay.details = public_details(episode.details)
     if replay.can_see_ground_truth and isinstance(episode.query, dict):
         replay.ground_truth = episode.query.get("ground_truth")
     return replay

@@ -115,3 +115,10 @@ class SubmissionClosedError(ServiceError):
 
     code = "submission_closed"
     http_status = 409
+
+
+class PackSpentError(ServiceError):
+    """A round would draw only from spent held-out packs and staff did not force them."""
+
+    code = "pack_spent"
+    http_status = 409

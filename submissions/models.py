@@ -129,6 +129,9 @@ class Round(models.Model):
     packs = models.JSONField(default=dict, blank=True)
     #: share of each batch drawn from those packs (0 when there are none)
     held_out_share = models.FloatField(default=0.0)
+    #: app id -> [pack names] among ``packs`` that were spent already when the round started
+    #: (staff forced them): their queries are not held out, and the round's page says so
+    forced_packs = models.JSONField(default=dict, blank=True)
     commitment = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
@@ -168,6 +171,9 @@ class Submission(models.Model):
     packs = models.JSONField(default=dict, blank=True)
     #: share of each app's queries drawn from those packs (0 when there are none)
     held_out_share = models.FloatField(default=0.0)
+    #: app id -> [pack names] among ``packs`` that were sealed when it was created: only their
+    #: queries count as held out (the held-out gap, docs/metrics.md)
+    sealed_packs = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     error = models.TextField(blank=True, default="")
     #: True when the platform, not the agent, failed the whole submission (query generation
@@ -226,6 +232,9 @@ class EpisodeRecord(models.Model):
     level = models.PositiveSmallIntegerField()
     label = models.CharField(max_length=100)
     query = models.JSONField()
+    #: the query came from a held-out pack that was sealed when its submission was created:
+    #: it counts as held out (``Submission.sealed_packs``); never shown
+    sealed = models.BooleanField(default=False)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveSmallIntegerField(default=0)
     correct = models.BooleanField(null=True)
@@ -364,3 +373,75 @@ class EpisodeAggregate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.app_id} L{self.level} {self.label} of submission {self.submission_id}"
+
+
+class HeldOutPack(models.Model):
+    """One version of a held-out variant pack, and where it is in its life
+    (docs/operating-rounds.md).
+
+    **Sealed** from the moment the site first records it (a round or ``manage.py packs seal``)
+    until a round that drew from it closes; then **spent**: its archive is downloadable by
+    digest, its queries' ground truth shows on the episode pages, and practice submissions may
+    draw from it. Practice submissions never draw from a sealed pack; a round draws from
+    sealed packs only, unless staff force a spent one.
+    """
+
+    class State(models.TextChoices):
+        SEALED = "sealed"
+        SPENT = "spent"
+
+    app_id = models.CharField(max_length=20)
+    name = models.CharField(max_length=40)
+    sha256 = models.CharField(max_length=64)
+    description = models.CharField(max_length=300, blank=True, default="")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.SEALED)
+    #: the pack's files as ``evaluator.variants.pack_archive`` writes them (reproducible
+    #: ``.tar.gz``), kept from sealing so the site can publish it when it is spent
+    archive = models.BinaryField(editable=False)
+    sealed_at = models.DateTimeField(auto_now_add=True)
+    spent_at = models.DateTimeField(null=True, blank=True)
+    #: the round whose closing spent it (None while sealed)
+    spent_by = models.ForeignKey(
+        Round, null=True, blank=True, on_delete=models.SET_NULL, related_name="spent_packs"
+    )
+
+    class Meta:
+        ordering = ["app_id", "name", "-sealed_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["app_id", "name", "sha256"], name="unique_pack_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.app_id}/{self.name} ({self.sha256[:12]}, {self.state})"
+
+    @property
+    def is_spent(self) -> bool:
+        """True once a round that drew from it has closed."""
+        return self.state == self.State.SPENT
+
+
+class PackExposure(models.Model):
+    """The exposure ledger: how many queries of a pack one submission sent to one team's
+    agent (written when the submission's queries are generated)."""
+
+    pack = models.ForeignKey(HeldOutPack, on_delete=models.CASCADE, related_name="exposures")
+    submission = models.ForeignKey(
+        Submission, on_delete=models.CASCADE, related_name="pack_exposures"
+    )
+    round = models.ForeignKey(
+        Round, null=True, blank=True, on_delete=models.SET_NULL, related_name="pack_exposures"
+    )
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="pack_exposures")
+    queries = models.PositiveIntegerField()
+    #: the pack was sealed when the queries were sent (False: practice on a spent pack)
+    while_sealed = models.BooleanField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pack", "created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["pack", "submission"], name="unique_pack_exposure")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queries} queries of {self.pack} to {self.team}"

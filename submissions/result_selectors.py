@@ -462,14 +462,15 @@ def submission_result(*, submission: Submission) -> SubmissionResult:
 
 def submission_result_document(*, submission: Submission) -> JSON:
     """The downloadable result file of a submission (docs/result-format.md, "Submission
-    result file"): the layout of ``evaluate --json`` with the public episode columns only
+    result file"); callers serve it only where ``submissions.disclosure`` shows verdicts: the
+    layout of ``evaluate --json`` with the public episode columns only
     (never the query, its seed, replies or details) and a summary per app extended with the
     board rank, the previous submission and the infrastructure failures."""
-    from submissions.selectors import submission_episode_rows
+    from submissions.disclosure import SPENT_EPISODE_FIELDS
 
     result = submission_result(submission=submission)
     known = set(app_ids())
-    episodes = submission_episode_rows(submission=submission)
+    episodes = list(submission.episodes.values(*SPENT_EPISODE_FIELDS))
     wall_s = None
     if submission.started_at and submission.finished_at:
         wall_s = max(0.0, (submission.finished_at - submission.started_at).total_seconds())

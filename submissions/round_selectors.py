@@ -14,9 +14,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Q
 
 from evaluator.stats import paired_ranks
-from evaluator.variants import PUBLIC_PACK, VariantPackError, find_pack
-from evaluator.variants import pack_archive as variant_pack_archive
-from submissions.models import EpisodeRecord, Round, Submission
+from submissions.models import EpisodeRecord, HeldOutPack, Round, Submission
 from submissions.selectors import EpisodeVerdict, Standing, standing_from_episodes, with_gap
 
 
@@ -54,6 +52,17 @@ def rounds_list() -> list[Round]:
     """Every round, newest first, with its submission count (``submission_count``)."""
     return list(
         Round.objects.annotate(submission_count=Count("submissions")).order_by("-number")
+    )
+
+
+def ranking_of_record() -> int | None:
+    """The number of the latest closed round: the board's default standings (docs/metrics.md,
+    "The ranking of record"); None before any round closed (the board then shows practice)."""
+    return (
+        Round.objects.filter(closed_at__isnull=False)
+        .order_by("-closed_at", "-number")
+        .values_list("number", flat=True)
+        .first()
     )
 
 
@@ -103,13 +112,13 @@ def round_standings(*, evaluation_round: Round, app_id: str) -> list[RoundStandi
     held_out: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     rows = EpisodeRecord.objects.filter(
         submission_id__in=list(submissions), app_id=app_id, status=EpisodeRecord.Status.DONE
-    ).values_list(*EpisodeVerdict._fields, "query_id", "query__pack")
-    for *values, query_id, pack in rows:
+    ).values_list(*EpisodeVerdict._fields, "query_id", "sealed")
+    for *values, query_id, sealed in rows:
         verdict = EpisodeVerdict(*values)
         verdict = verdict._replace(correct=bool(verdict.correct), safe=bool(verdict.safe))
         episodes[verdict.submission_id].append(verdict)
         outcomes[verdict.submission_id][query_id] = verdict.correct and verdict.safe
-        if pack and pack != PUBLIC_PACK:
+        if sealed:
             tally = held_out[verdict.submission_id]
             tally[0] += 1
             tally[1] += verdict.correct and verdict.safe
@@ -133,9 +142,23 @@ def round_standings(*, evaluation_round: Round, app_id: str) -> list[RoundStandi
 
 
 def pack_archive(*, app_id: str, name: str, sha256: str) -> bytes | None:
-    """The published archive of held-out pack ``name`` at digest ``sha256`` (a closed round's
-    pack), or None when this process does not hold that exact version."""
-    try:
-        return variant_pack_archive(find_pack(app_id, {"name": name, "sha256": sha256}))
-    except VariantPackError:
-        return None
+    """The published archive of held-out pack ``name`` at digest ``sha256``: only once it is
+    spent (None while sealed or when the site never recorded that version)."""
+    row = (
+        HeldOutPack.objects.filter(
+            app_id=app_id, name=name, sha256=sha256, state=HeldOutPack.State.SPENT
+        )
+        .only("archive")
+        .first()
+    )
+    return None if row is None else bytes(row.archive)
+
+
+def spent_pack_by_digest(*, sha256: str) -> HeldOutPack | None:
+    """The spent pack whose content digest is ``sha256`` (None while sealed or unknown)."""
+    return HeldOutPack.objects.filter(sha256=sha256, state=HeldOutPack.State.SPENT).first()
+
+
+def packs_list() -> list[HeldOutPack]:
+    """Every pack version the site recorded, with its state (no archives loaded)."""
+    return list(HeldOutPack.objects.defer("archive").select_related("spent_by"))

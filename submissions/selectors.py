@@ -22,7 +22,7 @@ from statistics import NormalDist
 from typing import Any, NamedTuple
 
 from django.db import connection
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import Count, Exists, OuterRef, Q
 
 from evaluator.registry import app_ids
 from evaluator.stats import (
@@ -298,9 +298,11 @@ class StandingsPage:
 
 def scored_totals(**filters: Any) -> Any:
     """Total aggregate rows (``EpisodeAggregate`` at ``TOTAL_LEVEL``) of finished submissions
-    with scored episodes, not failed on the platform's side: what the board counts. ``filters``
-    narrow the queryset (``app_id=...``, ``submission__agent__is_active=True``, ...)."""
+    with scored episodes, not failed on the platform's side and not of a round that is still
+    open (its answers are unspent: ``submissions.disclosure``): what the board counts.
+    ``filters`` narrow the queryset (``app_id=...``, ``submission__agent__is_active=True``)."""
     return EpisodeAggregate.objects.filter(
+        Q(submission__round__isnull=True) | Q(submission__round__closed_at__isnull=False),
         level=TOTAL_LEVEL,
         n__gt=0,
         submission__status=Submission.Status.FINISHED,
@@ -311,10 +313,13 @@ def scored_totals(**filters: Any) -> Any:
 
 def _candidate_totals(app_id: str, round_number: int | None) -> Any:
     """Total aggregate rows in ``app_id`` of finished, scored submissions of active agents,
-    newest first (a round's submissions only, when ``round_number`` is given)."""
+    newest first: a closed round's submissions when ``round_number`` is given, else the
+    practice submissions (no round) that drew from no pack sealed at the time."""
     chosen = scored_totals(app_id=app_id, submission__agent__is_active=True)
     if round_number is not None:
         chosen = chosen.filter(submission__round__number=round_number)
+    else:
+        chosen = chosen.filter(submission__round__isnull=True, submission__sealed_packs={})
     if connection.vendor == "postgresql":
         # only each agent's newest row leaves the database (the caller keeps the first anyway)
         return chosen.order_by(
@@ -453,37 +458,6 @@ def standing_from_sums(
 def standings(*, app_id: str, round_number: int | None = None) -> list[Standing]:
     """Every ranked row of one app (see :func:`standings_page`)."""
     return standings_page(app_id=app_id, round_number=round_number).rows
-
-
-#: Episode columns that are public: the query's identity (id, level, label, never the query
-#: itself) and the verdict with its measures (correctness, safety, times, steps, whether and how
-#: much the agent changed the state, the failure kind). Never ``query`` (it holds the hidden
-#: ground truth), ``transcript`` or ``replay`` (the agent's replies: owner team and staff only,
-#: and only once closed), nor ``details`` (text details can name expected values; see
-#: ``submissions.episode_selectors``). The submission page and both episode listings of the API
-#: (``submissions.apis``) show exactly these.
-PUBLIC_EPISODE_FIELDS = (
-    "id",
-    "app_id",
-    "index",
-    "query_id",
-    "level",
-    "label",
-    "status",
-    "correct",
-    "safe",
-    "latency_s",
-    "agent_s",
-    "steps",
-    "changed_state",
-    "blast_radius",
-    "failure",
-)
-
-
-def submission_episode_rows(*, submission: Submission) -> list[dict[str, object]]:
-    """The public columns of a submission's episodes, in (app, index) order."""
-    return list(submission.episodes.values(*PUBLIC_EPISODE_FIELDS))
 
 
 def all_standings() -> dict[str, list[Standing]]:

@@ -9,6 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from submissions.disclosure import disclosure_for
 from submissions.models import Submission
 from submissions.progress import submission_progress
 from submissions.result_selectors import submission_result_document
@@ -35,13 +36,17 @@ def submission_progress_json(request: HttpRequest, submission_id: int) -> JsonRe
 
 def submission_result_file(request: HttpRequest, submission_id: int) -> JsonResponse:
     """The submission's result file (docs/result-format.md, "Submission result file") as a
-    JSON download, public like the page; 409 while the submission is still open."""
+    JSON download, public like the page; 409 while its answers are unspent (the submission
+    runs, its round is open, or a pack it drew from is sealed: ``submissions.disclosure``)."""
     submission = _submission_or_404(submission_id)
-    if submission.status in (Submission.Status.QUEUED, Submission.Status.RUNNING):
-        return JsonResponse(
-            {"detail": "the submission is still running; its result is not final", "code": "open"},
-            status=409,
+    if not disclosure_for(request.user, submission).shows_verdicts:
+        detail = (
+            "the submission is still running; its result is not final"
+            if submission.status in (Submission.Status.QUEUED, Submission.Status.RUNNING)
+            else "its round is still open (or a pack it drew from is sealed): results are "
+            "published when the round closes"
         )
+        return JsonResponse({"detail": detail, "code": "open"}, status=409)
     response = JsonResponse(
         submission_result_document(submission=submission), json_dumps_params={"indent": 1}
     )

@@ -2,7 +2,8 @@
 closes it once its submissions are finished (docs/architecture.md, docs/glossary.md).
 
 A round commits to its seed, app versions, salt and held-out packs when it starts
-(``evaluator.commitment``); the seed and salt become public when it closes.
+(``evaluator.commitment``); the seed and salt become public when it closes, and its sealed
+packs are spent then (docs/operating-rounds.md).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from evaluator.registry import get_app
 from evaluator.types import new_seed
 from submissions.errors import RoundClosedError, RoundNotFinishedError
 from submissions.models import Agent, Round
-from submissions.services.packs import held_out_packs_now
+from submissions.services.packs import packs_spend, round_packs_now
 from submissions.services.submissions import (
     OPEN_STATUSES,
     ROUND_QUERIES_PER_APP_MAX,
@@ -28,13 +29,22 @@ from submissions.services.submissions import (
 )
 
 
-def round_create(*, apps: Sequence[str], queries_per_app: int, created_by: Any = None) -> Round:
+def round_create(
+    *,
+    apps: Sequence[str],
+    queries_per_app: int,
+    created_by: Any = None,
+    force_spent: bool = False,
+) -> Round:
     """Start a round: one submission per active agent (on the apps it takes part in), all on
-    the same fresh seed, with the held-out packs configured now.
+    the same fresh seed, drawing its held-out share from the configured packs that are sealed
+    (``submissions.services.packs.round_packs_now``); ``force_spent`` also draws from spent
+    ones, recorded in ``Round.forced_packs`` (their queries are not held out).
 
     Raises:
         InvalidInputError: unknown app or a query count outside
             ``1..ROUND_QUERIES_PER_APP_MAX``.
+        PackSpentError: every configured pack of an app is spent and ``force_spent`` is False.
         VariantPackError: ``NETARENA_VARIANT_DIRS`` names a missing or malformed pack.
     """
     chosen = apps_validate(apps, queries_per_app, max_queries=ROUND_QUERIES_PER_APP_MAX)
@@ -42,7 +52,7 @@ def round_create(*, apps: Sequence[str], queries_per_app: int, created_by: Any =
         number = (Round.objects.aggregate(n=Max("number"))["n"] or 0) + 1
         seed, salt = new_seed(), new_salt()
         versions = {app_id: get_app(app_id).version for app_id in chosen}
-        packs, share = held_out_packs_now(chosen)
+        packs, share, forced = round_packs_now(chosen, force_spent=force_spent)
         evaluation_round = Round.objects.create(
             number=number,
             seed=seed,
@@ -52,6 +62,7 @@ def round_create(*, apps: Sequence[str], queries_per_app: int, created_by: Any =
             salt=salt,
             packs=packs,
             held_out_share=share,
+            forced_packs=forced,
             commitment=round_commitment(seed, versions, salt, packs, share),
             created_by=created_by,
         )
@@ -70,7 +81,8 @@ def round_create(*, apps: Sequence[str], queries_per_app: int, created_by: Any =
 
 
 def round_close(*, round_id: int) -> Round:
-    """Close a round whose submissions are all finished: its seed and salt become public.
+    """Close a round whose submissions are all finished: its seed and salt become public and
+    the sealed packs it drew from are spent (published: ``submissions.services.packs``).
 
     Raises:
         RoundClosedError: the round is closed already.
@@ -87,4 +99,5 @@ def round_close(*, round_id: int) -> Round:
             )
         evaluation_round.closed_at = timezone.now()
         evaluation_round.save(update_fields=["closed_at"])
+        packs_spend(evaluation_round)
     return evaluation_round

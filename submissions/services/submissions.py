@@ -38,7 +38,13 @@ from submissions.errors import (
 )
 from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
 from submissions.services import dispatch
-from submissions.services.packs import held_out_packs_now, submission_packs
+from submissions.services.packs import (
+    exposures_record,
+    practice_packs_now,
+    query_is_sealed,
+    sealed_of,
+    submission_packs,
+)
 from submissions.services.preflight import preflight_gate_check
 from submissions.services.storage import storable
 from submissions.services.teams import team_member_is
@@ -107,9 +113,11 @@ def submission_create(
     """Create a queued submission and enqueue its preparation once the transaction commits.
 
     Its queries are drawn from the public generator and, at the held-out share, from the
-    operator's held-out variant packs (a round's submissions: the round's packs and share;
-    others: the packs configured now). The packs' names and digests are fixed here, so the
-    queries cannot change between creation and preparation.
+    operator's held-out variant packs: a round's submissions from the round's packs and share;
+    a practice (team) submission from the configured packs that are spent only, never a sealed
+    one (``submissions.services.packs``). The packs' names and digests, and which of them are
+    sealed now, are fixed here, so the queries cannot change between creation and
+    preparation.
 
     A team submission (``round`` is None) obeys the pre-flight gate, one open submission per
     agent, the team's daily quota and at most :data:`TEAM_QUERIES_PER_APP_MAX` queries per
@@ -141,10 +149,11 @@ def submission_create(
                 Team.objects.select_for_update().filter(pk=agent.team_id).first()
                 submissions_expire(agent=agent)
                 _team_submission_rules_check(agent=agent, apps=chosen)
-                packs, share = held_out_packs_now(chosen)
+                packs, share = practice_packs_now(chosen)
             else:
                 packs = {a: p for a, p in round.packs.items() if a in chosen}
                 share = round.held_out_share
+            sealed = sealed_of(packs)
             submission = Submission.objects.create(
                 agent=agent,
                 round=round,
@@ -153,6 +162,7 @@ def submission_create(
                 queries_per_app=queries_per_app,
                 packs=packs,
                 held_out_share=share if packs else 0.0,
+                sealed_packs=sealed,
             )
             transaction.on_commit(
                 lambda: dispatch.task_send(
@@ -175,6 +185,7 @@ def submission_prepare(*, submission_id: int) -> None:
     if not submission.episodes.exists():
         try:
             rows: list[EpisodeRecord] = []
+            queries: list[Query] = []
             for app_id in submission.apps:
                 batch = generate_batch(
                     get_app(app_id),
@@ -183,6 +194,7 @@ def submission_prepare(*, submission_id: int) -> None:
                     packs=submission_packs(submission, app_id),
                     share=submission.held_out_share,
                 )
+                queries.extend(batch)
                 rows.extend(_episode_row(submission, query) for query in batch)
         except Exception as exc:  # noqa: BLE001 - any generator failure fails the submission
             logger.exception("generation failed for submission %s", submission.pk)
@@ -196,6 +208,7 @@ def submission_prepare(*, submission_id: int) -> None:
             return
         with transaction.atomic():
             EpisodeRecord.objects.bulk_create(rows, ignore_conflicts=True)
+            exposures_record(submission, queries)
             if not Submission.objects.filter(
                 pk=submission.pk, status=Submission.Status.QUEUED
             ).update(status=Submission.Status.RUNNING, started_at=timezone.now()):
@@ -227,6 +240,7 @@ def _episode_row(submission: Submission, query: Query) -> EpisodeRecord:
         level=query.level,
         label=query.label,
         query=query.to_dict(),
+        sealed=query_is_sealed(submission, query),
     )
 
 

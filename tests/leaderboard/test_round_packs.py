@@ -1,6 +1,7 @@
 """A round that draws from a held-out variant pack commits to the pack's content hash and
 share; after the reveal, anyone holding the published pack regenerates exactly its queries
-(``manage.py generate_queries --variant-pack``) and the commitment."""
+(``manage.py generate_queries --variant-pack``) and the commitment. A pack's life: sealed
+until its round closes, then spent (``submissions.services.packs``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from django.core.management import call_command
 from evaluator.commitment import round_commitment
 from evaluator.types import Query
 from evaluator.variants import VARIANT_DIRS_ENV, pack_digest, reset_configured_packs
-from submissions.models import EpisodeRecord, Submission, Team
+from submissions.errors import PackSpentError
+from submissions.models import EpisodeRecord, HeldOutPack, PackExposure, Submission, Team
 from submissions.services import agents as agent_services
 from submissions.services import rounds as round_services
 from submissions.services import submissions as submission_services
@@ -76,35 +78,85 @@ def test_round_commits_to_its_packs_and_regenerates_after_the_reveal(
     assert last["commitment"] == evaluation_round.commitment
 
 
-def test_packs_are_published_with_the_seed_when_the_round_closes(
-    held_out, client, tmp_path
+def test_a_pack_is_sealed_until_its_round_closes_then_spent_published_and_practised(
+    held_out, client, tmp_path, django_capture_on_commit_callbacks
 ) -> None:
-    import tarfile
-
+    """Practice never draws a sealed pack; a round does, with an exposure ledger; closing the
+    round spends the pack: downloadable by digest, regenerable from the archive, open to
+    practice (not held out there); a later round refuses the spent pack unless forced."""
     team = Team.objects.create(name="publishers")
-    agent_services.agent_create(team=team, name="a", endpoint_url="https://93.184.215.14/a",
-                          protocol="http-json", apps=["malt"])
-    evaluation_round = round_services.round_create(apps=["malt"], queries_per_app=4)
-    url = f"/rounds/{evaluation_round.number}/packs/malt/heldout-wording.tar.gz"
+    agent = agent_services.agent_create(
+        team=team, name="a", endpoint_url="https://93.184.215.14/a", protocol="http-json",
+        apps=["malt"],
+    )
+    digest = pack_digest(PACK)
+    # practice while the pack is sealed: public queries only
+    with django_capture_on_commit_callbacks(execute=False):
+        practice = submission_services.submission_create(
+            agent=agent, apps=["malt"], queries_per_app=QUERIES
+        )
+        submission_services.submission_prepare(submission_id=practice.pk)
+    assert practice.packs == {} and practice.held_out_share == 0.0
+    assert {e.query["pack"] for e in practice.episodes.all()} == {"public"}
+    assert not PackExposure.objects.filter(submission=practice).exists()
+    Submission.objects.filter(pk=practice.pk).update(status="finished")
+
+    evaluation_round = round_services.round_create(apps=["malt"], queries_per_app=QUERIES)
+    pack = HeldOutPack.objects.get(name="heldout-wording", sha256=digest)
+    assert pack.state == "sealed"
+    submission = Submission.objects.get(round=evaluation_round)
+    assert submission.sealed_packs == {"malt": ["heldout-wording"]}
+    with django_capture_on_commit_callbacks(execute=False):
+        submission_services.submission_prepare(submission_id=submission.pk)
+    drawn = [e for e in submission.episodes.all() if e.query["pack"] == "heldout-wording"]
+    assert drawn and all(e.sealed for e in drawn)
+    exposure = PackExposure.objects.get(pack=pack, submission=submission)
+    assert (exposure.team, exposure.round, exposure.queries, exposure.while_sealed) == (
+        team, evaluation_round, len(drawn), True
+    )
+    by_digest = f"/packs/{digest}.tar.gz"
     page = client.get(f"/rounds/{evaluation_round.number}/").content.decode()
     assert "heldout-wording" in page and "published when the round is closed" in page
-    assert client.get(url).status_code == 404  # not before the reveal
-    api = client.get(f"/api/v1/rounds/{evaluation_round.number}/").json()["round"]
-    assert api["packs"] == {"malt": {"heldout-wording": pack_digest(PACK)}}
-    assert api["held_out_share"] == 0.5 and api["seed"] is None
+    assert client.get(by_digest).status_code == 404  # sealed: same answer as unknown
+    assert client.get("/packs/").content.decode().count("sealed") >= 1
 
     Submission.objects.filter(round=evaluation_round).update(status="finished")
     round_services.round_close(round_id=evaluation_round.pk)
+    pack.refresh_from_db()
+    assert (pack.state, pack.spent_by) == ("spent", evaluation_round)
     page = client.get(f"/rounds/{evaluation_round.number}/").content.decode()
-    assert f'href="{url}"' in page and "--variant-pack" in page
-    archive = client.get(url)
+    assert f'href="{by_digest}"' in page and "--variant-pack" in page
+    archive = client.get(by_digest)
     assert archive.status_code == 200 and archive["Content-Type"] == "application/gzip"
-    target = tmp_path / "unpacked"
     archive_path = tmp_path / "pack.tar.gz"
     archive_path.write_bytes(archive.content)
-    with tarfile.open(archive_path) as tar:
-        tar.extractall(target, filter="data")
-    # the published files are exactly what the round committed to
-    assert pack_digest(target / "heldout-wording") == pack_digest(PACK)
-    other = f"/rounds/{evaluation_round.number}/packs/malt/other.tar.gz"
-    assert client.get(other).status_code == 404
+    # anyone regenerates the round's queries from the published archive alone
+    out = io.StringIO()
+    call_command(
+        "generate_queries", app="malt", seed=evaluation_round.seed, count=QUERIES,
+        salt=evaluation_round.salt, variant_pack=[str(archive_path)], held_out_share=0.5,
+        stdout=out,
+    )
+    *rows, last = [json.loads(line) for line in out.getvalue().splitlines()]
+    stored = [Query.from_dict(e.query) for e in submission.episodes.order_by("index")]
+    assert [r["fingerprint"] for r in rows] == [q.fingerprint() for q in stored]
+    assert last["commitment"] == evaluation_round.commitment
+
+    # practice may now draw the spent pack, and its queries are not held out
+    with django_capture_on_commit_callbacks(execute=False):
+        again = submission_services.submission_create(
+            agent=agent, apps=["malt"], queries_per_app=QUERIES
+        )
+        submission_services.submission_prepare(submission_id=again.pk)
+    assert again.packs == {"malt": {"heldout-wording": digest}} and again.sealed_packs == {}
+    assert not any(e.sealed for e in again.episodes.all())
+    assert PackExposure.objects.get(submission=again).while_sealed is False
+    Submission.objects.filter(pk=again.pk).update(status="finished")
+
+    # a new round refuses the spent pack unless staff force it, and then says so
+    with pytest.raises(PackSpentError):
+        round_services.round_create(apps=["malt"], queries_per_app=4)
+    forced = round_services.round_create(apps=["malt"], queries_per_app=4, force_spent=True)
+    assert forced.forced_packs == {"malt": ["heldout-wording"]}
+    assert Submission.objects.get(round=forced).sealed_packs == {}
+    assert "Spent packs reused" in client.get(f"/rounds/{forced.number}/").content.decode()

@@ -12,13 +12,14 @@ from django.utils import timezone
 from evaluator.stats import difference_interval, mean_interval, wilson_interval
 from evaluator.testing import GuessApp, registered_app
 from submissions.aggregates import aggregates_rebuild
+from submissions.disclosure import SPENT_EPISODE_FIELDS
 from submissions.models import Agent, EpisodeRecord, Submission, Team
 from submissions.result_selectors import (
     UNPAIRED_NOTE,
     submission_result,
     submission_result_document,
 )
-from submissions.selectors import PUBLIC_EPISODE_FIELDS, standings_page
+from submissions.selectors import standings_page
 
 pytestmark = pytest.mark.django_db
 
@@ -216,7 +217,7 @@ def test_page_api_and_file_carry_the_same_summary(client, board: dict[str, Any])
     assert document["summary"]["guess"] == api_app
     assert document["run"]["infrastructure_failures"] == 1
     assert {tuple(sorted(e)) for e in document["episodes"]} == {
-        tuple(sorted(PUBLIC_EPISODE_FIELDS))
+        tuple(sorted(SPENT_EPISODE_FIELDS))
     }
     assert "secret-reply" not in download.content.decode()
     assert "ground_truth" not in download.content.decode()

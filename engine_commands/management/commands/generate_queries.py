@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -10,7 +12,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from evaluator.app import UnknownAppError
 from evaluator.commitment import query_listing, round_commitment
 from evaluator.registry import get_app
-from evaluator.variants import VariantPackError, discover_packs, packs_commitment
+from evaluator.variants import (
+    VariantPackError,
+    discover_packs,
+    pack_unarchive,
+    packs_commitment,
+)
 
 
 class Command(BaseCommand):
@@ -39,8 +46,8 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--variant-pack", action="append", default=[], metavar="DIR",
-            help="a published pack directory (or a directory of packs) the round drew from; "
-            "repeatable",
+            help="a published pack the round drew from: its archive (.tar.gz, as the site serves "
+            "it at /packs/<sha256>.tar.gz), its directory or a directory of packs; repeatable",
         )
         parser.add_argument(
             "--held-out-share", type=float, default=None,
@@ -57,8 +64,16 @@ class Command(BaseCommand):
             raise CommandError("--app names no app")
         if options["count"] < 1:
             raise CommandError("--count must be at least 1")
+        unpacked = tempfile.TemporaryDirectory(prefix="netarena-packs-")
+        self._unpacked = unpacked  # removed with the command object
         try:
-            packs = discover_packs(options["variant_pack"]) if options["variant_pack"] else []
+            entries = [
+                pack_unarchive(entry, Path(unpacked.name) / str(i))
+                if entry.endswith((".tar.gz", ".tgz"))
+                else entry
+                for i, entry in enumerate(options["variant_pack"])
+            ]
+            packs = discover_packs(entries) if entries else []
         except VariantPackError as exc:
             raise CommandError(str(exc)) from None
         share = options["held_out_share"]
