@@ -64,6 +64,10 @@ def test_some_queries_run_on_a_fabric_variant_that_is_a_malt_fabric(pack_queries
         assert not set(graph) & set(shipped)  # names in another scheme
         assert query_graph(ref) is graph  # the sandbox gets the variant
         assert "fabric modelled in Google's MALT schema" in query.prompt
+        # worded from the variant: its site and names, never the shipped example's
+        site = next(a["name"] for _, a in graph.nodes(data=True) if a["type"] == "EK_JUPITER")
+        assert f"(site `{site}`)" in query.prompt
+        assert "ju1." not in query.prompt and "example topology" not in query.prompt
         sizes.add(graph.number_of_nodes())
     assert len(sizes) > 1  # the variants differ from each other too
 
