@@ -60,7 +60,13 @@ from evaluator.app import App, DependencyMissingError, EmulatorError
 from evaluator.registry import get_app
 from evaluator.runner import run_episode
 from evaluator.types import JSON, Query
-from evaluator.variants import VariantPack, discover_packs, load_pack, register_pack
+from evaluator.variants import (
+    VariantPack,
+    VariantPackError,
+    discover_packs,
+    load_pack,
+    register_pack,
+)
 
 #: The public scripted agent's highest allowed solve rate on any label of a pack.
 SCRIPTED_CEILING = 0.20
@@ -537,6 +543,29 @@ def check_pack(
     return report
 
 
+#: Ground-truth keys :func:`side_by_side` shows, in order, when a query has them.
+SHOWN_TRUTH_KEYS = ("program", "answer_kind", "expected", "faults", "repair", "baseline")
+#: Characters shown per ground-truth key.
+SHOWN_CHARS = 1200
+
+
+def side_by_side(queries: Sequence[Query]) -> str:
+    """Each query's request (:func:`request_text`) followed by what its ground truth does
+    (:data:`SHOWN_TRUTH_KEYS`, compact JSON, each cut at :data:`SHOWN_CHARS` characters): the
+    text a reviewer reads to judge whether the wording means the program. The oracle cannot
+    tell (it runs the program, not the words)."""
+    blocks = []
+    for query in queries:
+        lines = [f"=== {describe_query(query)}", request_text(query).strip(), "---"]
+        for key in SHOWN_TRUTH_KEYS:
+            if key in query.ground_truth:
+                text = json.dumps(query.ground_truth[key], sort_keys=True, separators=(",", ":"))
+                cut = text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + " ..."
+                lines.append(f"{key}: {cut}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``check_pack`` (shared by ``manage.py check_pack`` and ``python -m
     evaluator.pack_check``)."""
@@ -555,19 +584,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-known-share", type=float, default=1.0,
                         help="fail the novelty check above this share of known clause forms "
                         "(default 1.0: report only)")
+    parser.add_argument("--show", type=int, default=0, metavar="N",
+                        help="run no check: print the first N queries' requests beside their "
+                        "ground truth, for a reviewer to read")
 
 
 def run(options: argparse.Namespace) -> tuple[int, str]:
     """Run :func:`check_pack` for parsed :func:`add_arguments` options: ``(exit status,
     report text)``, status 0 when every check passed or was skipped, 1 otherwise, 2 when the
-    pack could not be checked."""
+    pack could not be checked. With ``--show N``: status 0 and :func:`side_by_side` of the
+    first N queries."""
     try:
+        if options.show > 0:
+            return 0, side_by_side(generate_pack(load_pack(options.directory), options.show,
+                                                 options.seed))
         report = check_pack(
             options.directory, options.queries, options.seed, spent=options.spent,
             episodes=not options.no_episodes, public_count=options.public_queries,
             max_known_share=options.max_known_share,
         )
-    except (PackCheckError, ValueError) as exc:
+    except (PackCheckError, VariantPackError, ValueError) as exc:
         return 2, f"check_pack: cannot check {options.directory}: {exc}"
     return (0 if report.passed else 1), report.format()
 

@@ -158,3 +158,12 @@ def test_a_pack_the_public_scripted_agent_solves_fails_the_ceiling(tmp_path: Pat
     assert over and all(f.where.startswith("label ") and "> 20%" in f.message for f in over)
     novelty = next(c for c in report.checks if c.name == "novelty")
     assert "(100.0%) already in the public generator" in novelty.summary
+
+
+def test_show_prints_requests_beside_their_programs(capsys: pytest.CaptureFixture[str]) -> None:
+    call_command("check_pack", str(PACKS / "malt" / "heldout-wording"), "--show", "2",
+                 "--seed", "4")
+    out = capsys.readouterr().out
+    blocks = out.strip().split("\n\n")
+    assert len(blocks) == 2 and blocks[0].startswith("=== query 0 (")
+    assert all("\n---\nprogram: [" in block and "\nanswer_kind: " in block for block in blocks)
