@@ -307,8 +307,10 @@ def check_episodes(
     """The ``reference-agents`` and ``scripted-ceiling`` checks, from one pass of episodes
     (oracle, null and, when the app has one, scripted on every query).
 
-    An episode whose emulator fails (``EmulatorError``) is a finding of rule ``emulator``:
-    the oracle's verdict on that query is unknown, so the pack is not proved.
+    An episode whose emulator fails (``EmulatorError``) is a finding of rule ``emulator``,
+    one that raises anything else (a pack the episode cannot find, a sandbox that stopped
+    working) of rule ``episode-error``: the verdict on that query is unknown, so the pack is
+    not proved.
     """
     findings: list[Finding] = []
     scripted: dict[str, list[bool]] = defaultdict(list)
@@ -320,6 +322,10 @@ def check_episodes(
                 result = run_episode(app, query, client)
             except EmulatorError as exc:
                 findings.append(Finding("emulator", where, f"{agent}: {exc}"))
+                continue
+            except Exception as exc:  # noqa: BLE001 - report, do not crash the operator's run
+                findings.append(Finding("episode-error", where,
+                                        f"{agent}: {type(exc).__name__}: {exc}"))
                 continue
             if agent == "oracle":
                 if not result.correct:

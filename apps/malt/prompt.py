@@ -155,7 +155,8 @@ def fabric_instructions(fabric: nx.DiGraph | None = None) -> str:
              "block": first("EK_AGG_BLOCK", "EK_SPINEBLOCK")}
     text = INSTRUCTIONS
     for shipped, template in _FABRIC_WORDING:
-        assert shipped in text, shipped  # the table follows INSTRUCTIONS
+        if shipped not in text:  # the table must follow INSTRUCTIONS
+            raise RuntimeError(f"INSTRUCTIONS no longer hold {shipped!r}: update _FABRIC_WORDING")
         text = text.replace(shipped, template.format(**words))
     return text
 

@@ -119,3 +119,11 @@ def test_the_scripted_agent_does_not_carry_over_to_held_out_wording(pack_queries
     solved = sum(bool(v.correct and v.safe)
                  for v in (play_reference(APP, q, "scripted") for q in hard))
     assert solved / len(hard) <= HELD_OUT_CEILING
+
+
+def test_the_instructions_keep_the_public_text_without_a_fabric() -> None:
+    from apps.malt.prompt import INSTRUCTIONS, fabric_instructions
+
+    assert fabric_instructions(None) is INSTRUCTIONS
+    with pytest.raises(ValueError, match="EK_JUPITER"):
+        fabric_instructions(nx.DiGraph())  # nothing to word the text from
