@@ -384,7 +384,7 @@ _RATE = re.compile(r"\b\d+(?:\.\d+)?\s*(?:[kKMGT]?bit/s|[kKMGT]?bps|[kKMGT]b/s)(
 _UNIT = re.compile(r"\b(?:[kKMGT]?bit/s|[kKMGT]?bps)(?![\w/])")
 _NUMBER = re.compile(r"(?<![\w<])\d+(?:\.\d+)?(?![\w>])")
 _NAME = re.compile(r"(?<![\w<])[\w.\-/]*\d[\w.\-/]*")
-_CLAUSE_END = re.compile(r"[.;:!?](?:\s+|$)|,\s+|\n+|\s+-\s+")
+_CLAUSE_END = re.compile(r"[.;:!?](?:\s+|$)|,\s+|\n+|\s+-\s+|\s*[()]\s*")
 
 
 def clause_forms(text: str) -> list[str]:
@@ -401,7 +401,8 @@ def clause_forms(text: str) -> list[str]:
     4. a bare number becomes ``<n>`` and any other word holding a digit (``ju1.a1.m1``,
        ``r0``, ``9555/TCP``) ``<name>``;
     5. the text is lowercased and split into clauses at ``. ; : ! ?`` followed by a space or
-       the end, at ``, ``, at line breaks and at `` - ``;
+       the end, at ``, ``, at line breaks, at `` - `` and at parentheses (a parenthesis is a
+       clause of its own: ``(answer in Gbit/s)``);
     6. in each clause, runs of spaces collapse to one; clauses with no letter left outside
        the placeholders are dropped.
 

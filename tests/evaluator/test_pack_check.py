@@ -85,6 +85,7 @@ def _statuses(report: PackReport) -> dict[str, str]:
 
 
 def test_clause_forms_abstract_names_numbers_and_units() -> None:
+    assert clause_forms("Tally `x` (answer in Gbit/s).") == ["tally <name>", "answer in <unit>"]
     assert clause_forms("Bump `x` to 40 Gbit/s. Then list it.") == [
         "bump <name> to <n> <unit>", "then list it"]
     assert clause_forms("Raise port ju1.a1.m1.s2c1.p3 to 100000000000 bit/s") == clause_forms(
@@ -167,3 +168,25 @@ def test_show_prints_requests_beside_their_programs(capsys: pytest.CaptureFixtur
     blocks = out.strip().split("\n\n")
     assert len(blocks) == 2 and blocks[0].startswith("=== query 0 (")
     assert all("\n---\nprogram: [" in block and "\nanswer_kind: " in block for block in blocks)
+
+
+def test_novelty_reports_the_share_known_per_source_and_can_fail(tmp_path: Path) -> None:
+    from evaluator.pack_check import check_novelty
+    from evaluator.registry import get_app
+    from evaluator.variants import load_pack
+
+    app = get_app("malt")
+    wording = load_pack(PACKS / "malt" / "heldout-wording")
+    queries = wording.generate(app, 5, [0, 1, 2], None)
+    # the pack itself as a spent pack: every one of its forms is known there
+    result = check_novelty(app, queries, 5, public_count=PUBLIC, spent=[wording])
+    assert result.status == "pass"  # report only by default
+    spent_line = next(line for line in result.details if line.startswith("spent pack"))
+    assert spent_line.endswith("(100.0%)")
+    # public queries relabelled: all known to the public generator, over a 50% limit
+    copy = load_pack(_write_pack(tmp_path, "public-copy", PUBLIC_COPY))
+    public = copy.generate(app, 5, [0, 1, 2], None)
+    failed = check_novelty(app, public, 5, public_count=PUBLIC, max_known_share=0.5)
+    assert failed.status == "fail"
+    assert [f.rule for f in failed.findings] == ["known-wording"]
+    assert failed.findings[0].where.startswith("public generator")
