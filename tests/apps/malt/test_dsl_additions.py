@@ -250,3 +250,19 @@ def test_the_oracle_code_runs_the_additions_as_the_interpreter_does(name: str) -
     query = _query(_truth(ORACLE_PROGRAMS[name]))
     verdict = play_reference(MaltApp(), query, "oracle")
     assert verdict.correct and verdict.safe, verdict.details
+
+
+def test_ground_truth_problems_flag_a_value_the_answer_kind_throws_away() -> None:
+    """A question only inside ``if`` computes a value, but the answer kind stays ``graph``
+    (only top-level questions decide it): check_pack names the rule."""
+    from apps.malt.scoring import ground_truth_problems
+
+    nested = [{"op": "if", "cond": {"query": {"op": "stage", "node": SWITCH}, "cmp": "==",
+                                    "value": 2},
+               "then": [{"op": "count", "node": BLOCK, "kind": "EK_PORT"}], "else": []}]
+    truth = _truth(nested)
+    assert truth["answer_kind"] == "graph"
+    assert [rule for rule, _ in ground_truth_problems(truth)] == ["answer_kind"]
+    assert ground_truth_problems(_truth(NESTED_SUM)) == []
+    tampered = {**_truth(NESTED_SUM), "expected": 1}
+    assert [rule for rule, _ in ground_truth_problems(tampered)] == ["expected"]
