@@ -215,6 +215,17 @@ class App(ABC):
         """Solved (question, answer) pairs for the few-shot prompting strategy; ``[]`` if none."""
         return []
 
+    def ground_truth_problems(self, query: Query) -> list[tuple[str, str]]:
+        """What is unsafe or inconsistent in ``query``'s ground truth under this app's own
+        checks, without running an emulator: ``[(rule, message), ...]``, empty when sound.
+
+        ``rule`` names the app's check that fails (a safety constraint, an allow-list, a
+        model); ``message`` says where. ``manage.py check_pack`` runs it on every query of a
+        variant pack (:mod:`evaluator.pack_check`). Never raises for a malformed ground truth:
+        that is a problem too. Default: nothing to check.
+        """
+        return []
+
     def reply_problem(self, reply: str) -> str | None:
         """Why ``reply`` (an agent's answer to this app's task prompt) could not be used as an
         action, or ``None`` when the app's reply parser accepts it. Nothing is run; never

@@ -89,6 +89,13 @@ class K8sApp(App):
         """Revert the hidden faults (see :func:`reference.oracle_reply`)."""
         return reference.oracle_reply(ground_truth, history)
 
+    def ground_truth_problems(self, query: Query) -> list[tuple[str, str]]:
+        """Static checks of the query's ground truth
+        (:func:`apps.k8s.queries.ground_truth_problems`)."""
+        from apps.k8s.queries import ground_truth_problems
+
+        return ground_truth_problems(query.ground_truth)
+
     def reply_problem(self, reply: str) -> str | None:
         """The parser's error for ``reply`` (:func:`apps.k8s.replies.parse_reply`), or None."""
         return parse_reply(reply).error

@@ -297,3 +297,54 @@ def generate_queries(
         levels=levels,
         healthy_share=healthy_share,
     )
+
+
+def ground_truth_problems(truth: dict[str, Any]) -> list[tuple[str, str]]:
+    """What is wrong with a k8s ground truth, on the generation-time policy model, without a
+    cluster: ``[(rule, message), ...]``, empty when sound (for ``manage.py check_pack``).
+
+    Rules (docs/writing-a-variant-pack.md, "k8s packs"):
+
+    * ``shape``: ``policies``, ``repair`` or ``expected`` missing or malformed;
+    * ``manifest``: the oracle's one ``kubectl apply`` is refused by the command checks
+      (:func:`apps.k8s.kubectl.check_manifest`);
+    * ``healthy-set``: the repaired set (public policies not named, ``repair``,
+      ``baseline``) does not realise ``expected`` (:func:`model_matrix`);
+    * ``fault-visible``: a faulted query whose starting set already realises ``expected``
+      (nothing to repair);
+    * ``adds-policy``: a fault adds a policy name that no repair can delete.
+    """
+    from apps.k8s.kubectl import check_manifest
+    from apps.k8s.reference import apply_command
+
+    try:
+        repair = dict(truth.get("repair") or {})
+        baseline = dict(truth.get("baseline") or {})
+        injected = dict(truth["policies"])
+        expected = {tuple(edge) for edge in truth["expected"]}
+    except (KeyError, TypeError, ValueError) as exc:
+        return [("shape", f"{type(exc).__name__}: {exc}")]
+    problems: list[tuple[str, str]] = []
+    public = manifests.healthy_policies()
+    if repair:
+        command = apply_command([repair[name] for name in sorted(repair)])
+        reason = check_manifest(command.split("\n", 1)[1].rsplit("\nEOF", 1)[0])
+        if reason is not None:
+            problems.append(("manifest", reason))
+    healthy = {**public, **baseline, **repair}
+    try:
+        realised = model_matrix(healthy)
+        starting = model_matrix({**public, **manifests.starting_policies(truth)})
+    except Exception as exc:  # noqa: BLE001 - a malformed policy is a finding, not a crash
+        return [*problems, ("shape", f"the policy model failed: {type(exc).__name__}: {exc}")]
+    if realised != expected:
+        missing, extra = len(expected - realised), len(realised - expected)
+        problems.append(("healthy-set", f"the repaired set misses {missing} intended "
+                                        f"connection(s) and opens {extra} other(s)"))
+    if not truth.get("healthy") and starting == expected:
+        problems.append(("fault-visible", "the starting policies already realise expected"))
+    added = sorted(set(injected) - set(public) - set(baseline) - set(repair))
+    if added:
+        problems.append(("adds-policy", f"faults add policies {added} the oracle cannot "
+                                        "delete"))
+    return problems

@@ -77,6 +77,13 @@ class MaltApp(App):
         """Correct code for the query, generated from its ground-truth program."""
         return oracle_reply_text(ground_truth)
 
+    def ground_truth_problems(self, query: Query) -> list[tuple[str, str]]:
+        """Safety and consistency of the query's ground truth
+        (:func:`apps.malt.scoring.ground_truth_problems`)."""
+        from apps.malt.scoring import ground_truth_problems
+
+        return ground_truth_problems(query.ground_truth)
+
     def reply_problem(self, reply: str) -> str | None:
         """Why no runnable ``process_graph`` code is in ``reply``
         (:func:`apps.malt.replies.code_problem`), or None."""

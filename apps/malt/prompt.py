@@ -7,6 +7,8 @@ on is stated here: node identity, the attribute layout of new nodes, what "conta
 
 from __future__ import annotations
 
+import networkx as nx
+
 from apps.malt.topology import ALLOWED_RELATIONS, MIN_PORT_CAPACITY_BPS
 
 #: Text in every MALT task prompt and in no other app's (the function the agent must define).
@@ -106,8 +108,67 @@ time and memory limits.
 Reply with exactly one ```python code block containing the complete code."""
 
 
-def render_prompt(question: str, answer_kind: str, changes_topology: bool) -> str:
+#: The shipped fabric's wording that :func:`fabric_instructions` rewrites for another fabric:
+#: ``(text in INSTRUCTIONS, template of its replacement)``. ``{site}``, ``{switch}`` and
+#: ``{block}`` are names taken from the query's own fabric.
+_FABRIC_WORDING: tuple[tuple[str, str], ...] = (
+    (
+        "on Google's MALT\nexample topology.",
+        "on a datacenter\nfabric modelled in Google's MALT schema (site `{site}`).",
+    ),
+    ('A new port of a switch is named "<switch name>.p<N>" and a new\n'
+     '  packet switch of a block at stage S is named "<block name>.s<S>c<N>", where N is one '
+     'more than\n  the highest number already used by that switch\'s ports (for a switch: by '
+     'that block\'s\n  stage-S switches); the ports of a new switch are "<switch name>.p1", '
+     '"<switch name>.p2", ...\n  A request may give the new name or leave it to this rule.',
+     'A new port of a switch is named "<switch name>.p<N>", where N is\n  one more than the '
+     'highest number already used by that switch\'s ports; the ports of a new\n  switch are '
+     '"<switch name>.p1", "<switch name>.p2", ... A request may give a new port\'s name or\n'
+     '  leave it to this rule; it always gives the name of a new packet switch.'),
+    ("ju1.a1.m1.s2c1", "{switch}"),
+    ("ju1.a2.m3", "{block}"),
+)
+
+
+def fabric_instructions(fabric: nx.DiGraph | None = None) -> str:
+    """The fixed instructions for a query on ``fabric``: :data:`INSTRUCTIONS` itself for the
+    shipped MALT example (``None``), else the same text worded from the fabric: "a datacenter
+    fabric modelled in Google's MALT schema (site `<jupiter name>`)" instead of "Google's MALT
+    example topology", the examples' switch and aggregation block names taken from the
+    fabric (the first of each in name order), and the naming rule for new ports only: on
+    another fabric the shipped scheme for new switch names does not apply, so a request on
+    it must name every new packet switch (docs/writing-a-variant-pack.md).
+
+    Raises:
+        ValueError: ``fabric`` has no EK_JUPITER, EK_PACKET_SWITCH or aggregation block.
+    """
+    if fabric is None:
+        return INSTRUCTIONS
+
+    def first(*kinds: str) -> str:
+        names = sorted(str(a["name"]) for _, a in fabric.nodes(data=True) if a.get("type") in kinds)
+        if not names:
+            raise ValueError(f"the fabric has no {' or '.join(kinds)}")
+        return names[0]
+
+    words = {"site": first("EK_JUPITER"), "switch": first("EK_PACKET_SWITCH"),
+             "block": first("EK_AGG_BLOCK", "EK_SPINEBLOCK")}
+    text = INSTRUCTIONS
+    for shipped, template in _FABRIC_WORDING:
+        if shipped not in text:  # the table must follow INSTRUCTIONS
+            raise RuntimeError(f"INSTRUCTIONS no longer hold {shipped!r}: update _FABRIC_WORDING")
+        text = text.replace(shipped, template.format(**words))
+    return text
+
+
+def render_prompt(
+    question: str, answer_kind: str, changes_topology: bool, fabric: nx.DiGraph | None = None
+) -> str:
     """Return the full prompt for one query: instructions, request and the answer format.
+
+    ``fabric`` is the query's graph when it is not the shipped MALT example (a pack's fabric
+    variant, :func:`apps.malt.fabric.base_graph`): the instructions are then worded from it
+    (:func:`fabric_instructions`). Public queries pass none and keep their bytes.
 
     Raises ``KeyError`` for an unknown ``answer_kind`` (see :data:`ANSWER_CONTRACT`).
     """
@@ -118,6 +179,6 @@ def render_prompt(question: str, answer_kind: str, changes_topology: bool) -> st
         else 'This request does not change the topology: do not return "updated_graph".'
     )
     return (
-        f"{INSTRUCTIONS}\n\n## Request\n{question}\n\n## Answer format\n"
+        f"{fabric_instructions(fabric)}\n\n## Request\n{question}\n\n## Answer format\n"
         f"{ANSWER_CONTRACT[answer_kind]}\n{graph_rule}\n"
     )

@@ -53,7 +53,14 @@ from apps.malt.fabric import (
     port_capacities,
     seeded_rng,
 )
-from apps.malt.operations import Op, asks_question, changes_topology, execute
+from apps.malt.operations import (
+    COLLECTIONS,
+    Op,
+    asks_question,
+    changes_topology,
+    execute,
+    is_question,
+)
 from apps.malt.overlay import TopologyView
 from apps.malt.phrasing import (
     ADD_PORT_NAMED,
@@ -393,11 +400,17 @@ MAKERS: dict[tuple[str, ...], Callable[[Ctx], tuple[str, list[Op]]]] = {
 
 
 def answer_kind(program: list[Op]) -> str:
-    """``graph``, ``set``, ``ranking`` or ``number``: the type of the program's answer."""
-    last = [op["op"] for op in program if op["op"] in ("list", "rank", "count", "capacity")]
+    """``graph``, ``set``, ``ranking`` or ``number``: the type of the program's answer, from
+    its last top-level question (:func:`apps.malt.operations.is_question`): ``list`` and
+    ``filter`` give a set, ``rank`` a ranking, ``count``, ``capacity`` and ``stage`` a number,
+    a collecting ``for_each`` the kind of its ``collect`` (``COLLECTIONS``); ``graph`` when the
+    top level asks nothing."""
+    last = [op for op in program if is_question(op)]
     if not last:
         return "graph"
-    return {"list": "set", "rank": "ranking"}.get(last[-1], "number")
+    if last[-1]["op"] == "for_each":
+        return COLLECTIONS[last[-1]["collect"]]
+    return {"list": "set", "filter": "set", "rank": "ranking"}.get(last[-1]["op"], "number")
 
 
 def draft(seed: int, index: int, version: int, graph: GraphRef | None = None) -> Draft:

@@ -30,6 +30,8 @@ from apps.malt.queries import answer_kind
 NULL_REPLY = '```python\ndef process_graph(graph_data):\n    return {"answer": None}\n```\n'
 
 _RUNTIME = """
+import re
+
 CONTAINS = "RK_CONTAINS"
 
 
@@ -55,8 +57,40 @@ def _capacity(g, node):
     )
 
 
+def _members(g, items):
+    if "children_of" in items:
+        return [c for c in _children(g, items["children_of"])
+                if g.nodes[c]["type"] == items["kind"]]
+    if "within" in items:
+        return sorted(m for m in _below(g, items["within"])
+                      if g.nodes[m]["type"] == items["kind"])
+    return sorted(items["nodes"])
+
+
+def _names(op):
+    names = ["$item", "$item_name"]
+    if op.get("as"):
+        names += ["$" + op["as"], "$" + op["as"] + "_name"]
+    return names
+
+
+def _bound(g, op, member):
+    values = [member, g.nodes[member]["name"]] * 2
+    return dict(zip(_names(op), values))
+
+
+def _holds(g, cond):
+    left, right = _ask(g, cond["query"]), cond["value"]
+    return {">=": left >= right, ">": left > right, "<=": left <= right,
+            "<": left < right, "==": left == right, "!=": left != right}[cond["cmp"]]
+
+
 def _ask(g, op):
-    kind, node = op["op"], op["node"]
+    kind = op["op"]
+    if kind == "filter":
+        return [m for m in _members(g, op["items"])
+                if _holds(g, _fill(op["cond"], _bound(g, op, m)))]
+    node = op["node"]
     if kind == "list":
         return _children(g, node)
     if kind == "count":
@@ -71,13 +105,20 @@ def _ask(g, op):
     raise ValueError(kind)
 
 
-def _fill(value, item, item_name):
+_VARIABLE = re.compile(r"[$][a-z][a-z0-9]*(?:_name)?(?![A-Za-z0-9_])")
+
+
+def _fill(value, bound):
     if isinstance(value, str):
-        return value.replace("$item_name", item_name).replace("$item", item)
+        return _VARIABLE.sub(lambda m: bound.get(m.group(0), m.group(0)), value)
     if isinstance(value, list):
-        return [_fill(v, item, item_name) for v in value]
+        return [_fill(v, bound) for v in value]
     if isinstance(value, dict):
-        return {k: _fill(v, item, item_name) for k, v in value.items()}
+        if value.get("op") in ("for_each", "filter"):
+            inner = {k: v for k, v in bound.items() if k not in _names(value)}
+            return {k: _fill(v, inner if k in ("body", "cond") else bound)
+                    for k, v in value.items()}
+        return {k: _fill(v, bound) for k, v in value.items()}
     return value
 
 
@@ -105,22 +146,19 @@ def _run(g, program):
         elif kind == "set_capacity":
             g.nodes[op["node"]]["physical_capacity_bps"] = op["capacity_bps"]
         elif kind == "if":
-            cond = op["cond"]
-            left, right = _ask(g, cond["query"]), cond["value"]
-            holds = {">=": left >= right, ">": left > right, "<=": left <= right,
-                     "<": left < right, "==": left == right}[cond["cmp"]]
-            value = _run(g, op["then"] if holds else op["else"])
+            value = _run(g, op["then"] if _holds(g, op["cond"]) else op["else"])
             answer = answer if value is None else value
         elif kind == "for_each":
-            items = op["items"]
-            if "children_of" in items:
-                members = [c for c in _children(g, items["children_of"])
-                           if g.nodes[c]["type"] == items["kind"]]
-            else:
-                members = sorted(items["nodes"])
-            for member in members:
-                value = _run(g, _fill(op["body"], member, g.nodes[member]["name"]))
-                answer = answer if value is None else value
+            values = []
+            for member in _members(g, op["items"]):
+                value = _run(g, _fill(op["body"], _bound(g, op, member)))
+                if value is not None:
+                    values.append(value)
+                    answer = answer if "collect" in op else value
+            if op.get("collect") == "sum":
+                answer = sum(values)
+            elif op.get("collect") == "set":
+                answer = sorted({i for v in values for i in ([v] if isinstance(v, str) else v)})
         else:
             answer = _ask(g, op)
     return answer

@@ -390,3 +390,60 @@ def _judge(
         changed_state=changed_state,
         blast_radius=radius,
     )
+
+
+def ground_truth_problems(truth: JSON) -> list[tuple[str, str]]:
+    """What is wrong with a MALT ground truth, without running agent code: ``[(rule,
+    message), ...]``, empty when sound (for ``manage.py check_pack``).
+
+    Rules:
+
+    * ``program``: the program does not run on the query's graph (``ProgramError``, a
+      missing key), or the graph cannot be built (``fabric``: a pack's variant is not a MALT
+      fabric or its pack is not loaded);
+    * ``answer_kind`` / ``changes_topology`` / ``expected``: the stored field disagrees with
+      the program re-executed (:func:`apps.malt.queries.answer_kind`,
+      :func:`apps.malt.operations.changes_topology`); ``answer_kind`` also when the kind is
+      ``graph`` but the program computes a value (a question nested in ``if`` or
+      ``for_each`` only: the value would be thrown away and the request asks for it);
+    * ``safety:<constraint>``: the expected final topology violates one of
+      :data:`apps.malt.checks.SAFETY_CONSTRAINTS` (the oracle's answer would be unsafe).
+    """
+    from evaluator.variants import VariantPackError
+
+    from apps.malt.operations import ProgramError, asks_question, changes_topology
+    from apps.malt.queries import answer_kind
+
+    try:
+        program = truth["program"]
+        view = initial_view(graph_ref(truth))
+    except VariantPackError as exc:
+        return [("fabric", str(exc))]
+    except (KeyError, TypeError, ValueError) as exc:
+        return [("program", f"{type(exc).__name__}: {exc}")]
+    try:
+        value = execute(view, program)
+        kind = answer_kind(program)
+        changes = changes_topology(program)
+    except (ProgramError, KeyError, TypeError, ValueError) as exc:
+        return [("program", f"{type(exc).__name__}: {exc}")]
+    problems: list[tuple[str, str]] = []
+    if truth.get("answer_kind") != kind:
+        problems.append(("answer_kind", f"stored {truth.get('answer_kind')!r}, "
+                                        f"the program's is {kind!r}"))
+    elif kind == "graph" and value is not None:
+        problems.append(("answer_kind", f"the program computes {str(value)[:60]} but its "
+                                        "answer is the graph: end it with a top-level question"))
+    if truth.get("changes_topology") != changes:
+        problems.append(("changes_topology", f"stored {truth.get('changes_topology')!r}, "
+                                             f"the program's is {changes!r}"))
+    wanted = value if asks_question(program) else None
+    if truth.get("expected") != wanted:
+        problems.append(("expected", f"stored {str(truth.get('expected'))[:60]}, the program "
+                                     f"gives {str(wanted)[:60]}"))
+    report = check_safety(NormalizedGraph.from_view(view))
+    for constraint, count in sorted(report.counts.items()):
+        example = next((e for e in report.examples if e.startswith(constraint + ":")), "")
+        problems.append((f"safety:{constraint}",
+                         f"{count} violation(s) in the expected final topology; {example}"))
+    return problems

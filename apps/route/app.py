@@ -109,6 +109,13 @@ class RouteApp(App):
         """Next command of the hidden repair (see :func:`reference.oracle_reply`)."""
         return reference.oracle_reply(ground_truth, history)
 
+    def ground_truth_problems(self, query: Query) -> list[tuple[str, str]]:
+        """Static checks of the query's ground truth
+        (:func:`apps.route.queries.ground_truth_problems`)."""
+        from apps.route.queries import ground_truth_problems
+
+        return ground_truth_problems(query.ground_truth)
+
     def reply_problem(self, reply: str) -> str | None:
         """The parser's error for ``reply`` (:func:`apps.route.replies.parse_reply`), or None."""
         return parse_reply(reply).error

@@ -203,3 +203,51 @@ def generate_queries(
         levels=levels,
         healthy_share=healthy_share,
     )
+
+
+#: Prefix written in place of ``{p}`` when a ground truth's commands are checked statically.
+CHECK_PREFIX = "x"
+
+
+def ground_truth_problems(truth: dict[str, Any]) -> list[tuple[str, str]]:
+    """What is wrong with a route ground truth, without building a network: ``[(rule,
+    message), ...]``, empty when sound (for ``manage.py check_pack``).
+
+    Rules (docs/writing-a-variant-pack.md, "route packs"):
+
+    * ``shape``: a fault or repair entry lacks its fields;
+    * ``allowlist``: a repair command is refused by the agent allow-list
+      (:func:`apps.route.allowlist.check_command`, ``{p}`` written as :data:`CHECK_PREFIX`):
+      the oracle is an agent like any other;
+    * ``repair``: a faulted query has no repair, or a fault's machine gets no repair step;
+    * ``one-fault-per-machine``: two faults on one machine (their repairs may interfere).
+
+    Ordering (a repair must never cut a reachable pair) needs the network: the
+    ``reference-agents`` check of ``check_pack`` plays it.
+    """
+    from apps.route.allowlist import check_command
+    from apps.route.faults import with_prefix
+
+    problems: list[tuple[str, str]] = []
+    faults = truth.get("faults") or []
+    repair = truth.get("repair") or []
+    if truth.get("healthy") and not faults:
+        return []
+    try:
+        machines = [str(f["machine"]) for f in faults]
+        steps = [(str(s["machine"]), str(s["command"])) for s in repair]
+    except (KeyError, TypeError) as exc:
+        return [("shape", f"fault or repair entry without {exc}")]
+    if faults and not steps:
+        problems.append(("repair", "faults are injected but the repair is empty"))
+    for machine, command in steps:
+        _, reason = check_command(with_prefix(command, CHECK_PREFIX))
+        if reason is not None:
+            problems.append(("allowlist", f"repair on {machine}: {command!r}: {reason}"))
+    repaired = {machine for machine, _ in steps}
+    for machine in sorted(set(machines) - repaired):
+        problems.append(("repair", f"the fault on {machine} gets no repair step"))
+    for machine in sorted({m for m in machines if machines.count(m) > 1}):
+        problems.append(("one-fault-per-machine", f"{machines.count(machine)} faults on "
+                                                  f"{machine}"))
+    return problems

@@ -64,6 +64,10 @@ def test_some_queries_run_on_a_fabric_variant_that_is_a_malt_fabric(pack_queries
         assert not set(graph) & set(shipped)  # names in another scheme
         assert query_graph(ref) is graph  # the sandbox gets the variant
         assert "fabric modelled in Google's MALT schema" in query.prompt
+        # worded from the variant: its site and names, never the shipped example's
+        site = next(a["name"] for _, a in graph.nodes(data=True) if a["type"] == "EK_JUPITER")
+        assert f"(site `{site}`)" in query.prompt
+        assert "ju1." not in query.prompt and "example topology" not in query.prompt
         sizes.add(graph.number_of_nodes())
     assert len(sizes) > 1  # the variants differ from each other too
 
@@ -115,3 +119,11 @@ def test_the_scripted_agent_does_not_carry_over_to_held_out_wording(pack_queries
     solved = sum(bool(v.correct and v.safe)
                  for v in (play_reference(APP, q, "scripted") for q in hard))
     assert solved / len(hard) <= HELD_OUT_CEILING
+
+
+def test_the_instructions_keep_the_public_text_without_a_fabric() -> None:
+    from apps.malt.prompt import INSTRUCTIONS, fabric_instructions
+
+    assert fabric_instructions(None) is INSTRUCTIONS
+    with pytest.raises(ValueError, match="EK_JUPITER"):
+        fabric_instructions(nx.DiGraph())  # nothing to word the text from

@@ -301,10 +301,9 @@ def generate(app: Any, pack: Any, seed: int, indices: list[int], level: int | No
         clean = [{k: v for k, v in op.items() if k != "threshold_bps"} for op in program]
         truth, _ = q.ground_truth(clean, made.graph)
         truth["question"] = question
-        prompt = render_prompt(question, truth["answer_kind"], truth["changes_topology"])
-        if graph is not None:
-            prompt = prompt.replace("on Google's MALT\nexample topology.",
-                                    "on a datacenter\nfabric modelled in Google's MALT schema.")
+        # on a variant the instructions are worded from the variant's own fabric
+        fabric = fabric_module.base_graph(made.graph) if graph is not None else None
+        prompt = render_prompt(question, truth["answer_kind"], truth["changes_topology"], fabric)
         out.append(pack_query(app, pack, seed=seed, index=index, level=made.level,
                               labels=made.labels, prompt=prompt, ground_truth=truth))
     return out
