@@ -19,6 +19,17 @@ export NETARENA_DEMO_QUERIES=${NETARENA_DEMO_QUERIES:-12}
 # ... --port 8080`); a public site leaves NETARENA_TEAM_AGENT_NETWORKS empty.
 export NETARENA_TEAM_AGENT_NETWORKS=${NETARENA_TEAM_AGENT_NETWORKS:-127.0.0.0/8}
 PY=.venv/bin/python
+# Held-out packs: a fresh copy of the repository's test packs for this run, stamped so that
+# its digest is new. They are sealed when the round starts and spent when it closes (one fresh
+# pack per app per round: docs/operating-rounds.md); a real site keeps its packs private.
+if [ -z "${NETARENA_VARIANT_DIRS:-}" ]; then
+  stamp=$(date -u +%Y%m%dT%H%M%SZ)
+  rm -rf "$RUN/packs"; mkdir -p "$RUN/packs"
+  cp -r tests/variant_packs/. "$RUN/packs/"
+  find "$RUN/packs" -name __pycache__ -prune -exec rm -rf {} +
+  for pack in "$RUN"/packs/*/*/; do echo "demo run $stamp" > "$pack/SEALED-FOR-DEMO-RUN"; done
+  export NETARENA_VARIANT_DIRS=$RUN/packs
+fi
 
 cleanup() { [ -n "${PIDS:-}" ] && kill $PIDS 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
@@ -40,8 +51,8 @@ PYTHONWARNINGS="ignore:You're running the worker with superuser privileges" \
   --logfile "$RUN/celery.log" &
 PIDS="$PIDS $!"
 # Reference agents, each on its own loopback port (see `manage.py demo_round --help`).
-$PY manage.py demo_round --serve-agents --apps "$NETARENA_DEMO_APPS" --queries "$NETARENA_DEMO_QUERIES" \
-  --pidfile "$RUN/agents.pids"
+$PY manage.py demo_round --serve-agents --close --apps "$NETARENA_DEMO_APPS" \
+  --queries "$NETARENA_DEMO_QUERIES" --pidfile "$RUN/agents.pids"
 PIDS="$PIDS $(cat "$RUN/agents.pids")"
 echo "demo: the leaderboard is at http://localhost:8000/ (Ctrl-C stops everything)"
 echo "demo: e-mails (a team's finished submissions) are written to $RUN/celery.log"

@@ -327,9 +327,10 @@ class EpisodeSerializer(serializers.ModelSerializer[EpisodeRecord]):
 
 
 def _failures_shown(submission: Submission, disclosure: Disclosure) -> list[dict[str, Any]]:
-    """Infrastructure failures; their messages only once the answers are spent."""
+    """Infrastructure failures; their messages to the owner team and, once the answers are
+    spent, to everyone."""
     failures = submission_infrastructure_failures(submission=submission)
-    if not disclosure.shows_verdicts:
+    if not disclosure.shows_transcript:
         for failure in failures:
             failure["message"] = ""
     return failures

@@ -35,15 +35,19 @@ REFERENCE_PROTOCOLS: dict[str, str] = {
 def reference_agent_specs(apps: Sequence[str]) -> list[tuple[str, str, tuple[str, ...]]]:
     """Return ``(kind, protocol, apps)`` of the demo's reference rows among ``apps``.
 
-    The oracle and null agents take part in every app; the heuristic (floor) agent in the
-    apps that have one (:attr:`evaluator.app.App.has_heuristic`). Kinds with no app are left
+    The oracle and null agents take part in every app; the heuristic (floor) agent and the
+    scripted agent (written against the public generator: the one the held-out gap flags) in
+    the apps that have one (:attr:`evaluator.app.App.has_heuristic`,
+    :attr:`evaluator.app.App.has_scripted`). Kinds with no app are left
     out. Raises ``UnknownAppError`` for an unregistered app id.
     """
     heuristic_apps = tuple(a for a in apps if get_app(a).has_heuristic)
+    scripted_apps = tuple(a for a in apps if get_app(a).has_scripted)
     specs = [
         ("oracle", REFERENCE_PROTOCOLS["oracle"], tuple(apps)),
         ("null", REFERENCE_PROTOCOLS["null"], tuple(apps)),
         ("heuristic", REFERENCE_PROTOCOLS["heuristic"], heuristic_apps),
+        ("scripted", REFERENCE_PROTOCOLS["scripted"], scripted_apps),
     ]
     return [spec for spec in specs if spec[2]]
 

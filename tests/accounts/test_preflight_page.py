@@ -98,7 +98,8 @@ def _history_rows(html: str) -> list[str]:
 
 
 def test_history_rates_and_the_model_change_flag(client: Client, agent: Agent) -> None:
-    evaluation_round = Round.objects.create(number=4, seed=9, apps=["malt"], queries_per_app=4)
+    evaluation_round = Round.objects.create(number=4, seed=9, apps=["malt"], queries_per_app=4,
+                                           closed_at=timezone.now())
     outcomes = [(True, True)] * 3 + [(True, False)]
     first = _submission(agent, days_ago=3, model="m-1", outcomes=outcomes)
     second = _submission(

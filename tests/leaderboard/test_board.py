@@ -287,13 +287,22 @@ def test_board_per_app_per_round_and_selection(
     in_round = _run(
         monkeypatch, django_capture_on_commit_callbacks, subs[1].agent, round_=evaluation_round
     )
+    # an open round has no standings yet (submissions.disclosure)
     body = client.get("/?app=guess&round=1").content.decode()
-    rows = re.findall(r'<tr data-agent="(\d+)">', body)
-    assert rows == [str(in_round.agent.pk)]
-    assert "round 1" in body
+    assert not re.findall(r'<tr data-agent="(\d+)">', body)
+    Round.objects.filter(pk=evaluation_round.pk).update(closed_at=timezone.now())
+    # closed: the board's default view (the ranking of record) is this round
+    for path in ("/?app=guess&round=1", "/?app=guess"):
+        body = client.get(path).content.decode()
+        rows = re.findall(r'<tr data-agent="(\d+)">', body)
+        assert rows == [str(in_round.agent.pk)]
+        assert "round 1" in body
+    practice = client.get("/?app=guess&round=practice").content.decode()
+    assert len(re.findall(r'<tr data-agent="(\d+)">', practice)) == 3
+    assert 'data-testid="practice-link"' in body
     # a preselected agent is ticked
     chosen = subs[2].agent.pk
-    body = client.get(f"/?agents={chosen}").content.decode()
+    body = client.get(f"/?agents={chosen}&round=practice").content.decode()
     assert f'value="{chosen}" aria-label="compare seven-b" checked' in body
 
 
@@ -369,15 +378,16 @@ def test_open_submission_or_round_hides_ground_truth_from_everyone(client, board
     episode = subs[0].episodes.filter(status="done").earliest("index")
     marker = _truth_marker(episode)
     Submission.objects.filter(pk=subs[0].pk).update(status="running")
-    for user, transcript in ((None, False), (other, False), (owner, True), (staff, True)):
+    for user, transcript in ((None, False), (other, False), (owner, True)):
         body = _page(client, user, episode)
         assert 'data-testid="ground-truth"' not in body and marker not in body
         assert ('data-testid="prompt"' in body) is transcript
         assert ('data-testid="transcript-hidden"' in body) is not transcript
+    assert 'data-testid="ground-truth"' in _page(client, staff, episode)  # operators see all
     # finished, but its round is still open: the same rule
     evaluation_round = Round.objects.create(number=2, seed=9, apps=["guess"], queries_per_app=1)
     Submission.objects.filter(pk=subs[0].pk).update(status="finished", round=evaluation_round)
-    assert 'data-testid="ground-truth"' not in _page(client, staff, episode)
+    assert 'data-testid="ground-truth"' not in _page(client, owner, episode)
     assert 'data-testid="transcript-hidden"' in _page(client, other, episode)
     Round.objects.filter(pk=evaluation_round.pk).update(closed_at=timezone.now())
     assert 'data-testid="ground-truth"' in _page(client, owner, episode)

@@ -107,7 +107,9 @@ def test_submission_lifecycle_and_standings(
         run_everything(django_capture_on_commit_callbacks, submission)
         assert submission.status == Submission.Status.FINISHED
         assert submission.episodes.filter(status=EpisodeRecord.Status.DONE).count() == 30
-    rows = standings(app_id="guess")
+    assert standings(app_id="guess", round_number=round_.number) == []  # open: unspent
+    round_services.round_close(round_id=round_.pk)
+    rows = standings(app_id="guess", round_number=round_.number)
     by_name = {r.agent.name: r for r in rows}
     expected_sevens = sum(
         1

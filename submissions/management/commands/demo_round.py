@@ -17,15 +17,17 @@ from submissions.reference_agents import (
     serve_reference_agent,
 )
 from submissions.selectors import standings
-from submissions.services.rounds import round_create
+from submissions.services.rounds import round_close, round_create
 
 
 class Command(BaseCommand):
     """Run one real evaluation round through Celery and Redis and print the standings."""
 
     help = (
-        "Start the reference agents (oracle, null, heuristic) as local HTTP servers, register "
-        "them, start an evaluation round on fresh queries and wait until it has finished. "
+        "Start the reference agents (oracle, null, heuristic, scripted) as local HTTP servers, "
+        "register them, start an evaluation round on fresh queries (drawing from the sealed "
+        "held-out packs of NETARENA_VARIANT_DIRS) and wait until it has finished; with --close, "
+        "close it and print its standings. "
         "Needs a running Celery worker consuming every queue of "
         "`python -m evaluator.registry queues`."
     )
@@ -51,6 +53,12 @@ class Command(BaseCommand):
             help="host name in the registered agent URLs (what the workers call)",
         )
         parser.add_argument("--timeout-s", type=float, default=1800.0, help="give up after this")
+        parser.add_argument(
+            "--close",
+            action="store_true",
+            help="close the round once it has finished: its seed and salt are revealed, its "
+            "held-out packs spent and published, and it becomes the board's ranking of record",
+        )
         parser.add_argument(
             "--no-round",
             action="store_true",
@@ -109,12 +117,17 @@ class Command(BaseCommand):
         for submission in submissions:
             if submission.status == "failed":
                 self.stdout.write(f"{submission}: FAILED: {submission.error}")
+        if not options["close"]:
+            self.stdout.write(f"{evaluation_round} finished; its standings show once it is closed")
+            return
+        round_close(round_id=evaluation_round.pk)
         for app_id in apps:
             self.stdout.write(f"\n{app_id}")
-            for row in standings(app_id=app_id):
+            for row in standings(app_id=app_id, round_number=evaluation_round.number):
                 self.stdout.write(
                     f"  #{row.rank} {row.agent.name:<22} "
                     f"correct {100 * row.correctness.value:5.1f}% "
                     f"safe {100 * row.safety.value:5.1f}% "
                     f"latency {row.latency_s.value:.3f}s n={row.n}"
+                    + (" OVERFIT (held-out gap below 0)" if row.overfit else "")
                 )
