@@ -238,6 +238,10 @@ NETARENA = {
     "AGENT_TIMEOUT_S": env.float("NETARENA_AGENT_TIMEOUT_S", default=60.0),
     "ORACLE_VAULT_DIR": env("NETARENA_ORACLE_VAULT_DIR", default=str(BASE_DIR / "var" / "vault")),
     "SUBMISSIONS_PER_TEAM_PER_DAY": env.int("NETARENA_SUBMISSIONS_PER_TEAM_PER_DAY", default=5),
+    # One person's exposure to the queries (docs/security.md): team submissions per user in
+    # 24 hours, across all their teams, and the teams a user may own or join.
+    "SUBMISSIONS_PER_USER_PER_DAY": env.int("NETARENA_SUBMISSIONS_PER_USER_PER_DAY", default=10),
+    "TEAMS_PER_USER": env.int("NETARENA_TEAMS_PER_USER", default=3),
     # Registered agents per team (reference agents exempt); docs/security.md.
     "AGENTS_PER_TEAM": env.int("NETARENA_AGENTS_PER_TEAM", default=10),
     # TCP ports a team's agent endpoint may use (reference agents use free loopback ports).
