@@ -184,6 +184,16 @@ class Submission(models.Model):
     #: when its team's members were e-mailed that it finished or failed (set once, by the
     #: conditional update that claims the notification: ``accounts.notifications``)
     notified_at = models.DateTimeField(null=True, blank=True)
+    #: the user who submitted it (pages, API); None for rounds and commands. Charged to that
+    #: user's daily quota across teams (``SUBMISSIONS_PER_USER_PER_DAY``) whatever team
+    #: they belong to later.
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
 
     class Meta:
         ordering = ["-created_at"]

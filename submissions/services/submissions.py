@@ -22,7 +22,9 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
@@ -35,6 +37,7 @@ from submissions.errors import (
     QuotaExceededError,
     SubmissionClosedError,
     SubmissionInProgressError,
+    UserQuotaExceededError,
 )
 from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
 from submissions.services import dispatch
@@ -95,6 +98,38 @@ def _team_submission_rules_check(*, agent: Agent, apps: list[str]) -> None:
         raise QuotaExceededError("daily submission quota of your team is used up")
 
 
+def _user_quota_check(*, user: Any) -> None:
+    """One person's daily quota across all their teams (team submissions only).
+
+    Charged to ``user``: every team submission of the last 24 hours that they created
+    (``Submission.created_by``, whichever team it was for and whether or not they still belong
+    to it) or that belongs to an agent of a team they are a member of now (they see its
+    results). A new team therefore starts with the person's quota already used, and leaving a
+    team does not give back what one submitted through it. Platform failures are free, as for
+    the team's quota; round submissions never count.
+
+    Call inside the transaction that creates the submission: the user's row is locked, so that
+    concurrent submissions of one user (to several teams) are counted one after another.
+
+    Raises:
+        UserQuotaExceededError: ``SUBMISSIONS_PER_USER_PER_DAY`` are used.
+    """
+    get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+    since = timezone.now() - timedelta(days=1)
+    teams = Team.objects.filter(members=user).values("pk")
+    used = (
+        Submission.objects.filter(round__isnull=True, created_at__gte=since, platform_failed=False)
+        .filter(Q(created_by_id=user.pk) | Q(agent__team_id__in=teams))
+        .count()
+    )
+    limit = settings.NETARENA["SUBMISSIONS_PER_USER_PER_DAY"]
+    if used >= limit:
+        raise UserQuotaExceededError(
+            f"your personal daily quota of {limit} submissions across all your teams is used up "
+            "(it counts the submissions you made and those of the teams you belong to)"
+        )
+
+
 def submission_create(
     *,
     agent: Agent,
@@ -112,14 +147,16 @@ def submission_create(
     queries cannot change between creation and preparation.
 
     A team submission (``round`` is None) obeys the pre-flight gate, one open submission per
-    agent, the team's daily quota and at most :data:`TEAM_QUERIES_PER_APP_MAX` queries per
-    app; a round's submissions are started by an admin, count against neither and may have up
-    to :data:`ROUND_QUERIES_PER_APP_MAX`. The seed is secret and fresh unless given (rounds
-    share theirs across agents).
+    agent, the team's daily quota, the acting user's daily quota across all their teams
+    (:func:`_user_quota_check`, when ``actor`` is given) and at most
+    :data:`TEAM_QUERIES_PER_APP_MAX` queries per app; a round's submissions are started by an
+    admin, count against none of them and may have up to :data:`ROUND_QUERIES_PER_APP_MAX`.
+    The seed is secret and fresh unless given (rounds share theirs across agents).
 
     Args:
         actor: the user acting (API, pages); when given the agent must belong to one of their
-            teams. Internal callers (rounds, commands) pass ``None``.
+            teams, and a team submission is charged to them (``created_by``). Internal callers
+            (rounds, commands) pass ``None``.
 
     Raises:
         NotYourAgentError: ``actor`` is not a member of the agent's team.
@@ -127,6 +164,7 @@ def submission_create(
         PreflightNotPassedError: the agent's pre-flight has not cleared ``apps``.
         SubmissionInProgressError: the agent already has an open submission.
         QuotaExceededError: the team's daily quota is used up.
+        UserQuotaExceededError: the acting user's daily quota is used up.
     """
     if actor is not None and not agent.team.members.filter(pk=actor.pk).exists():
         raise NotYourAgentError("no such agent among your teams")
@@ -140,6 +178,8 @@ def submission_create(
                 # ``one_open_submission_per_agent`` backs the first rule in the database.
                 Team.objects.select_for_update().filter(pk=agent.team_id).first()
                 submissions_expire(agent=agent)
+                if actor is not None:
+                    _user_quota_check(user=actor)
                 _team_submission_rules_check(agent=agent, apps=chosen)
                 packs, share = held_out_packs_now(chosen)
             else:
@@ -147,6 +187,7 @@ def submission_create(
                 share = round.held_out_share
             submission = Submission.objects.create(
                 agent=agent,
+                created_by=actor if round is None else None,
                 round=round,
                 seed=seed if seed is not None else new_seed(),
                 apps=chosen,
