@@ -73,18 +73,17 @@ def apps_validate(apps: Sequence[str], queries_per_app: int, *, max_queries: int
 
 
 def _team_submission_rules_check(*, agent: Agent, apps: list[str]) -> None:
-    """The pre-flight gate for ``apps``, one open submission per agent and the team's daily
-    quota (team submissions only).
+    """One open submission per agent and the team's daily quota (team submissions only; the
+    pre-flight gate, :func:`~submissions.services.preflight.preflight_gate_check`, comes
+    first).
 
     Call inside a transaction that holds the team row lock. Submissions the platform failed
     (``platform_failed``) are not charged to the quota.
 
     Raises:
-        PreflightNotPassedError: the agent's pre-flight has not cleared ``apps``.
         SubmissionInProgressError: the agent has a queued or running submission.
         QuotaExceededError: the team used ``SUBMISSIONS_PER_TEAM_PER_DAY`` in the last 24 hours.
     """
-    preflight_gate_check(agent=agent, apps=apps)
     if Submission.objects.filter(agent=agent, status__in=OPEN_STATUSES).exists():
         raise SubmissionInProgressError("this agent already has a submission in progress")
     since = timezone.now() - timedelta(days=1)
@@ -144,7 +143,10 @@ def submission_create(
     Its queries are drawn from the public generator and, at the held-out share, from the
     operator's held-out variant packs (a round's submissions: the round's packs and share;
     others: the packs configured now). The packs' names and digests are fixed here, so the
-    queries cannot change between creation and preparation.
+    queries cannot change between creation and preparation. So is the endpoint its episodes
+    are sent to: the URL and protocol the agent's passing pre-flight checked (recorded with
+    it), or, without one (reference agents, rounds), the agent's at creation; editing the
+    agent afterwards never redirects the submission.
 
     A team submission (``round`` is None) obeys the pre-flight gate, one open submission per
     agent, the team's daily quota, the acting user's daily quota across all their teams
@@ -172,12 +174,14 @@ def submission_create(
     chosen = apps_validate(apps, queries_per_app, max_queries=limit)
     try:
         with transaction.atomic():
+            preflight = None  # what cleared a team submission: the endpoint it records
             if round is None:
                 # Lock the team row: concurrent submissions of one team run these checks one
                 # after another; the partial unique constraint
                 # ``one_open_submission_per_agent`` backs the first rule in the database.
                 Team.objects.select_for_update().filter(pk=agent.team_id).first()
                 submissions_expire(agent=agent)
+                preflight = preflight_gate_check(agent=agent, apps=chosen)
                 if actor is not None:
                     _user_quota_check(user=actor)
                 _team_submission_rules_check(agent=agent, apps=chosen)
@@ -188,6 +192,9 @@ def submission_create(
             submission = Submission.objects.create(
                 agent=agent,
                 created_by=actor if round is None else None,
+                endpoint_url=preflight.endpoint_url if preflight else agent.endpoint_url,
+                protocol=preflight.protocol if preflight else agent.protocol,
+                preflight=preflight,
                 round=round,
                 seed=seed if seed is not None else new_seed(),
                 apps=chosen,

@@ -1,5 +1,5 @@
-"""One person, bounded exposure (issue 30): the daily quota per user across all their
-teams."""
+"""One person, bounded exposure (issue 30): the daily quota per user across all their teams
+and the endpoint a submission's episodes are sent to."""
 
 from __future__ import annotations
 
@@ -111,22 +111,74 @@ def test_old_failed_and_round_submissions_are_free(ada, quotas):
 
 
 def test_the_api_and_the_page_say_why(ada, quotas, settings):
+    # a registered app (the API's app choices are fixed when its module is imported)
     settings.NETARENA = {**settings.NETARENA, "SUBMISSIONS_PER_USER_PER_DAY": 0}
     agent = _agent(team_services.team_create(user=ada, name="t"))
     client = Client()
     client.force_login(ada)
     api = client.post(
         "/api/v1/submissions/",
-        {"agent": agent.pk, "apps": ["guess"], "queries_per_app": 1},
+        {"agent": agent.pk, "apps": ["malt"], "queries_per_app": 1},
         content_type="application/json",
     )
     assert api.status_code == 429
     assert api.json()["code"] == "user_quota" and "personal daily quota" in api.json()["detail"]
     page = client.post(
         reverse("accounts:submit") + f"?agent={agent.pk}",
-        {"agent": agent.pk, "apps": ["guess"], "queries_per_app": 1},
+        {"agent": agent.pk, "apps": ["malt"], "queries_per_app": 1},
         follow=True,
     )
     assert "personal daily quota" in page.content.decode()
     assert not Submission.objects.exists()
 
+
+A_URL = "https://93.184.216.34/v1"  # literal public addresses: the guard resolves nothing
+B_URL = "https://93.184.216.35/v1"
+
+
+def test_episodes_call_the_endpoint_the_preflight_passed_not_a_later_edit(
+    ada, quotas, monkeypatch, django_capture_on_commit_callbacks
+):
+    from evaluator.testing import ScriptedClient
+    from submissions.errors import PreflightNotPassedError
+    from submissions.models import AgentPreflight
+    from submissions.services import agents as agent_services
+    from submissions.services import episodes as episode_services
+
+    agent = _agent(team_services.team_create(user=ada, name="t"))
+    Agent.objects.filter(pk=agent.pk).update(endpoint_url=A_URL)
+    agent.refresh_from_db()
+    passed = AgentPreflight.objects.create(
+        agent=agent, status="passed", endpoint_url=A_URL, protocol="openai-chat"
+    )
+    submission = _submit(agent, ada)
+    assert (submission.endpoint_url, submission.protocol) == (A_URL, "openai-chat")
+    assert submission.preflight == passed
+
+    # the team moves the agent: a new pre-flight starts, the accepted submission stays put
+    agent_services.agent_update(agent=agent, actor=ada, endpoint_url=B_URL, model_name="")
+    called: list[tuple[str, str]] = []
+
+    def client_of(agent: Agent) -> ScriptedClient:
+        called.append((agent.endpoint_url, agent.protocol))
+        return ScriptedClient(["7"])
+
+    monkeypatch.setattr(episode_services, "agent_client_build", client_of)
+    with django_capture_on_commit_callbacks(execute=False):
+        submission_services.submission_prepare(submission_id=submission.pk)
+    for episode in submission.episodes.all():
+        episode_services.episode_execute(episode_id=episode.pk)
+    assert called == [(A_URL, "openai-chat")]
+    assert Agent.objects.get(pk=agent.pk).endpoint_url == B_URL
+
+    # the new URL is not submittable before its own pre-flight passed
+    _close(submission)
+    with pytest.raises(PreflightNotPassedError, match="still running"):
+        _submit(agent, ada)
+    AgentPreflight.objects.filter(endpoint_url=B_URL).update(status="passed")
+    # a URL changed without a pre-flight (the admin, the database) is not submittable either
+    Agent.objects.filter(pk=agent.pk).update(endpoint_url=A_URL)
+    agent.refresh_from_db()
+    with pytest.raises(PreflightNotPassedError, match="endpoint changed"):
+        _submit(agent, ada)
+    assert Submission.objects.filter(agent=agent).count() == 1
