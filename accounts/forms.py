@@ -65,7 +65,9 @@ class LimitedPasswordResetForm(PasswordResetForm):
     """Django's password-reset form that sends no e-mail over the caps of
     ``accounts.login_limits.password_reset_allowed`` (the page answers as usual)."""
 
-    def save(self, *args: Any, request: Any = None, **kwargs: Any) -> None:
-        """Send the reset e-mail unless this address or client reached its cap."""
-        if login_limits.password_reset_allowed(request, self.cleaned_data["email"]):
-            super().save(*args, request=request, **kwargs)
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Send the reset e-mail unless this address or client reached its cap (the view
+        passes the request as ``request=``)."""
+        email = self.cleaned_data["email"]
+        if login_limits.password_reset_allowed(kwargs.get("request"), email):
+            super().save(*args, **kwargs)

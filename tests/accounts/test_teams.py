@@ -110,8 +110,8 @@ def test_a_user_owns_or_joins_at_most_teams_per_user_teams(
     client.force_login(guest)
     page = client.post(reverse("accounts:join", args=[token]), follow=True).content.decode()
     assert "already belong to 2 teams" in page
-    page = client.post(reverse("accounts:team-create"), {"name": "g3"}, follow=True)
-    assert "already belong to 2 teams" in page.content.decode()
+    created = client.post(reverse("accounts:team-create"), {"name": "g3"}, follow=True)
+    assert "already belong to 2 teams" in created.content.decode()
     assert Team.objects.filter(members=guest).count() == 2
     # joining a team one is already in is still a no-op, not a refusal
     services.team_join(user=owner, token=token)
