@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
-from django.contrib.auth.forms import UserCreationForm
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm, PasswordResetForm, UserCreationForm
 from django.contrib.auth.models import User
+
+from accounts import login_limits
 
 
 class NotificationForm(forms.Form):
@@ -36,3 +41,33 @@ class SignUpForm(UserCreationForm):
         if User.objects.filter(email__iexact=email).exists():
             raise forms.ValidationError("An account with this e-mail address already exists.")
         return email
+
+
+class LimitedAuthenticationForm(AuthenticationForm):
+    """Django's log-in form that says so when the log-in limits (``accounts.login_limits``)
+    block this client; the counting itself happens for every log-in path (the
+    ``user_login_failed`` signal, ``accounts.auth_backends.LoginLimitBackend``)."""
+
+    def clean(self) -> dict[str, Any]:
+        """Refuse with :func:`~accounts.login_limits.login_refused_message` over a limit, before
+        the password is checked; otherwise Django's checks."""
+        username = str(self.cleaned_data.get("username") or "")
+        if self.request is not None and login_limits.login_refused(self.request, username):
+            raise forms.ValidationError(login_limits.login_refused_message(), code="throttled")
+        return super().clean()
+
+
+class LimitedAdminAuthenticationForm(LimitedAuthenticationForm, AdminAuthenticationForm):
+    """The admin's log-in form with the same message (``admin.site.login_form``)."""
+
+
+class LimitedPasswordResetForm(PasswordResetForm):
+    """Django's password-reset form that sends no e-mail over the caps of
+    ``accounts.login_limits.password_reset_allowed`` (the page answers as usual)."""
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Send the reset e-mail unless this address or client reached its cap (the view
+        passes the request as ``request=``)."""
+        email = self.cleaned_data["email"]
+        if login_limits.password_reset_allowed(kwargs.get("request"), email):
+            super().save(*args, **kwargs)

@@ -1,5 +1,9 @@
 """Team services: create a team, invite by link, join, remove members.
 
+One person may belong to at most ``TEAMS_PER_USER`` teams (owned or joined, default 3): every
+team's quota would otherwise multiply one person's exposure to the benchmark's queries
+(docs/security.md). Removing a member rotates the team's invitation link.
+
 Every rule lives here so that pages and the API obey the same ones; this is the site's one
 ``team_create``. Rule violations raise :class:`TeamError` subclasses of the services' one error
 root, ``submissions.errors.ServiceError`` (never a bare ``PermissionDenied``), whose message is
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import secrets
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -20,6 +25,8 @@ from submissions.models import Team
 
 #: Random bytes in an invitation token (``secrets.token_urlsafe``): 256 bits.
 TOKEN_BYTES = 32
+#: Default of ``NETARENA["TEAMS_PER_USER"]`` (docs/security.md).
+DEFAULT_TEAMS_PER_USER = 3
 
 
 class TeamError(ServiceError):
@@ -57,6 +64,37 @@ class LastOwnerError(TeamError):
     http_status = 409
 
 
+class TeamLimitError(TeamError):
+    """The user already belongs to ``TEAMS_PER_USER`` teams (owned or joined)."""
+
+    code = "team_limit"
+    http_status = 409
+
+
+def teams_per_user() -> int:
+    """How many teams one user may belong to, owned or joined (``NETARENA["TEAMS_PER_USER"]``,
+    ``NETARENA_TEAMS_PER_USER``, default 3)."""
+    return int(settings.NETARENA.get("TEAMS_PER_USER", DEFAULT_TEAMS_PER_USER))
+
+
+def _team_limit_check(user: User) -> None:
+    """Refuse a new team for ``user`` once they belong to :func:`teams_per_user` teams.
+
+    Call inside a transaction: the user's row is locked so that concurrent creations and
+    joins of one user are counted one after another.
+
+    Raises:
+        TeamLimitError: the limit is reached.
+    """
+    User.objects.select_for_update().filter(pk=user.pk).first()
+    limit = teams_per_user()
+    if Team.objects.filter(members=user).count() >= limit:
+        raise TeamLimitError(
+            f"you already belong to {limit} teams, the most one person may own or join; "
+            "leave one (ask its owner to remove you) before creating or joining another"
+        )
+
+
 def is_owner(team: Team, user: User) -> bool:
     """True when ``user`` owns ``team``."""
     return TeamOwnership.objects.filter(team=team, user_id=user.pk).exists()
@@ -65,13 +103,15 @@ def is_owner(team: Team, user: User) -> bool:
 def team_create(*, user: User, name: str) -> Team:
     """Create team ``name`` with ``user`` as member and owner.
 
-    Raises :class:`TeamNameTakenError` when the name (case-insensitive) is in use.
+    Raises :class:`TeamNameTakenError` when the name (case-insensitive) is in use,
+    :class:`TeamLimitError` when ``user`` already belongs to :func:`teams_per_user` teams.
     """
     name = name.strip()
     if not name:
         raise TeamError("A team needs a name.")
     try:
         with transaction.atomic():
+            _team_limit_check(user)
             if Team.objects.filter(name__iexact=name).exists():
                 raise TeamNameTakenError(f"A team named {name!r} already exists.")
             team = Team.objects.create(name=name)
@@ -89,6 +129,12 @@ def invitation_renew(*, team: Team, by: User) -> TeamInvitation:
     """
     if not is_owner(team, by):
         raise NotTeamOwnerError("Only a team owner can invite members.")
+    return _invitation_issue(team=team, by=by)
+
+
+def _invitation_issue(*, team: Team, by: User) -> TeamInvitation:
+    """Store a fresh token (valid :data:`~accounts.models.INVITATION_TTL` from now) for
+    ``team``, replacing its previous one."""
     invitation, _ = TeamInvitation.objects.update_or_create(
         team=team,
         defaults={
@@ -111,15 +157,21 @@ def invitation_get(token: str) -> TeamInvitation:
 def team_join(*, user: User, token: str) -> Team:
     """Add ``user`` to the team of invitation ``token`` (joining twice is a no-op).
 
-    Raises :class:`InvitationInvalidError` for an unknown or expired token.
+    Raises :class:`InvitationInvalidError` for an unknown or expired token,
+    :class:`TeamLimitError` when ``user`` already belongs to :func:`teams_per_user` teams.
     """
     team = invitation_get(token).team
-    team.members.add(user)
+    with transaction.atomic():
+        if not team.members.filter(pk=user.pk).exists():
+            _team_limit_check(user)
+            team.members.add(user)
     return team
 
 
 def member_remove(*, team: Team, by: User, member: User) -> None:
-    """Remove ``member`` (and their ownership) from ``team``.
+    """Remove ``member`` (and their ownership) from ``team`` and rotate the team's
+    invitation link, if it has one: a link the removed member saw no longer joins (the owners
+    see the new one on the team page).
 
     Raises :class:`NotTeamOwnerError` unless ``by`` owns the team, :class:`LastOwnerError`
     when ``member`` is the team's only owner (a team always keeps one).
@@ -136,3 +188,5 @@ def member_remove(*, team: Team, by: User, member: User) -> None:
             raise LastOwnerError("The team's only owner cannot be removed.")
         TeamOwnership.objects.filter(team=team, user_id=member.pk).delete()
         team.members.remove(member)
+        if TeamInvitation.objects.filter(team=team).exists():
+            _invitation_issue(team=team, by=by)

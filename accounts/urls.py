@@ -1,8 +1,10 @@
 """Account URLs: Django's auth views (login, logout, password reset) plus sign-up and team."""
 
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from accounts import views
+from accounts.forms import LimitedAuthenticationForm, LimitedPasswordResetForm
 
 app_name = "accounts"
 urlpatterns = [
@@ -22,4 +24,17 @@ urlpatterns = [
 ]
 
 # Django's auth views keep their own (un-namespaced) names: login, logout, password_reset, ...
-auth_urlpatterns = [path("accounts/", include("django.contrib.auth.urls"))]
+# Log-in and password reset use the forms that obey accounts.login_limits.
+auth_urlpatterns = [
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(authentication_form=LimitedAuthenticationForm),
+        name="login",
+    ),
+    path(
+        "accounts/password_reset/",
+        auth_views.PasswordResetView.as_view(form_class=LimitedPasswordResetForm),
+        name="password_reset",
+    ),
+    path("accounts/", include("django.contrib.auth.urls")),
+]

@@ -136,7 +136,10 @@ def member_remove_view(request: HttpRequest, team_id: int, user_id: int) -> Http
     flash_service_call(
         request,
         lambda: services.member_remove(team=team, by=request.user, member=member),  # type: ignore[arg-type]
-        success=f"{member.get_username()} removed from {team.name}.",
+        success=(
+            f"{member.get_username()} removed from {team.name}; its invitation link, if it "
+            "had one, was replaced."
+        ),
     )
     return redirect("accounts:team")
 
@@ -149,8 +152,12 @@ def join_page(request: HttpRequest, token: str) -> HttpResponse:
     except services.InvitationInvalidError as error:
         return render(request, "accounts/join.html", {"error": str(error)}, status=404)
     if request.method == "POST" and request.user.is_authenticated:
-        team = services.team_join(user=request.user, token=token)
-        messages.success(request, f"You joined {team.name}.")
+        try:
+            team = services.team_join(user=request.user, token=token)
+        except ServiceError as error:
+            messages.error(request, str(error))
+        else:
+            messages.success(request, f"You joined {team.name}.")
         return redirect("accounts:team")
     return render(request, "accounts/join.html", {"team": invitation.team})
 

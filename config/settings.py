@@ -101,6 +101,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# The log-in limits (accounts.login_limits) refuse before Django's backend checks a password.
+AUTHENTICATION_BACKENDS = [
+    "accounts.auth_backends.LoginLimitBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
@@ -238,6 +244,20 @@ NETARENA = {
     "AGENT_TIMEOUT_S": env.float("NETARENA_AGENT_TIMEOUT_S", default=60.0),
     "ORACLE_VAULT_DIR": env("NETARENA_ORACLE_VAULT_DIR", default=str(BASE_DIR / "var" / "vault")),
     "SUBMISSIONS_PER_TEAM_PER_DAY": env.int("NETARENA_SUBMISSIONS_PER_TEAM_PER_DAY", default=5),
+    # One person's exposure to the queries (docs/security.md): team submissions per user in
+    # 24 hours, across all their teams, and the teams a user may own or join.
+    "SUBMISSIONS_PER_USER_PER_DAY": env.int("NETARENA_SUBMISSIONS_PER_USER_PER_DAY", default=10),
+    "TEAMS_PER_USER": env.int("NETARENA_TEAMS_PER_USER", default=3),
+    # Password guessing and reset e-mail (accounts.login_limits, docs/security.md): failed
+    # log-ins per user name and client address, and per client address, in a window (s);
+    # reset e-mails per address and per client in a window (s); trusted proxies in front.
+    "LOGIN_FAILURES_MAX": env.int("NETARENA_LOGIN_FAILURES_MAX", default=5),
+    "LOGIN_FAILURES_PER_CLIENT_MAX": env.int("NETARENA_LOGIN_FAILURES_PER_CLIENT_MAX", default=20),
+    "LOGIN_FAILURE_WINDOW_S": env.int("NETARENA_LOGIN_FAILURE_WINDOW_S", default=900),
+    "PASSWORD_RESETS_PER_EMAIL": env.int("NETARENA_PASSWORD_RESETS_PER_EMAIL", default=3),
+    "PASSWORD_RESETS_PER_CLIENT": env.int("NETARENA_PASSWORD_RESETS_PER_CLIENT", default=10),
+    "PASSWORD_RESET_WINDOW_S": env.int("NETARENA_PASSWORD_RESET_WINDOW_S", default=3600),
+    "CLIENT_PROXY_HOPS": env.int("NETARENA_CLIENT_PROXY_HOPS", default=0),
     # Registered agents per team (reference agents exempt); docs/security.md.
     "AGENTS_PER_TEAM": env.int("NETARENA_AGENTS_PER_TEAM", default=10),
     # TCP ports a team's agent endpoint may use (reference agents use free loopback ports).

@@ -4,7 +4,11 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from accounts.forms import LimitedAdminAuthenticationForm
 from accounts.urls import auth_urlpatterns
+
+# The admin's log-in page says so when the log-in limits block a client (accounts.login_limits).
+admin.site.login_form = LimitedAdminAuthenticationForm
 
 urlpatterns = [
     path("", include("ops.urls")),

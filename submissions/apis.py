@@ -226,7 +226,8 @@ class SubmissionListCreateApi(generics.ListAPIView[Submission]):
     first (paginated); ``POST``: evaluate one of the caller's agents on fresh queries.
 
     Quotas (enforced by ``submissions.services.submissions.submission_create``): one open
-    submission per agent, and ``SUBMISSIONS_PER_TEAM_PER_DAY`` per team (platform failures are
+    submission per agent, ``SUBMISSIONS_PER_TEAM_PER_DAY`` per team and
+    ``SUBMISSIONS_PER_USER_PER_DAY`` per caller across all their teams (platform failures are
     free; cancelled submissions count).
     """
 

@@ -1,12 +1,12 @@
 """Typed errors of the site's services (services raise, APIs and pages map the root once).
 
 Every rule of the site (team membership, the outbound guard on agent endpoints, the agent's
-pre-flight, one open submission per agent, the team's daily quota, the cap of agents per team,
-and the team rules of ``accounts.services``) raises a subclass of :class:`ServiceError`,
-whoever calls the service: the REST API, the pages, the admin, the round machinery or a
-management command. Each class carries a stable machine-readable ``code`` and the HTTP status
-an API answers with; the message (``str(error)``) is user-facing and never contains internal detail
-(addresses the server resolved, allow-lists): that goes to the log.
+pre-flight, one open submission per agent, the team's and the user's daily quotas, the cap of
+agents per team, and the team rules of ``accounts.services``) raises a subclass of
+:class:`ServiceError`, whoever calls the service: the REST API, the pages, the admin, the round
+machinery or a management command. Each class carries a stable machine-readable ``code`` and the
+HTTP status an API answers with; the message (``str(error)``) is user-facing and never contains
+internal detail (addresses the server resolved, allow-lists): that goes to the log.
 """
 
 from __future__ import annotations
@@ -85,6 +85,14 @@ class QuotaExceededError(ServiceError):
     """The team's daily quota of submissions (``SUBMISSIONS_PER_TEAM_PER_DAY``) is used up."""
 
     code = "quota"
+    http_status = 429
+
+
+class UserQuotaExceededError(QuotaExceededError):
+    """The acting user's daily quota of team submissions across all their teams
+    (``SUBMISSIONS_PER_USER_PER_DAY``) is used up."""
+
+    code = "user_quota"
     http_status = 429
 
 

@@ -190,6 +190,29 @@ class Submission(models.Model):
     #: when its team's members were e-mailed that it finished or failed (set once, by the
     #: conditional update that claims the notification: ``accounts.notifications``)
     notified_at = models.DateTimeField(null=True, blank=True)
+    #: The endpoint its episodes are sent to, fixed at creation: the URL and protocol its
+    #: agent's passing pre-flight checked (``preflight``; None for reference agents, rounds
+    #: and agents that never had one: then the agent's at creation). Editing the agent later
+    #: never redirects it. Blank on submissions older than the fields: the agent's current.
+    endpoint_url = models.URLField(max_length=500, blank=True, default="")
+    protocol = models.CharField(max_length=20, blank=True, default="")
+    preflight = models.ForeignKey(
+        "AgentPreflight",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="submissions",
+    )
+    #: the user who submitted it (pages, API); None for rounds and commands. Charged to that
+    #: user's daily quota across teams (``SUBMISSIONS_PER_USER_PER_DAY``) whatever team
+    #: they belong to later.
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
 
     class Meta:
         ordering = ["-created_at"]

@@ -8,7 +8,7 @@ Use :func:`make_client` to build the client of a registered agent::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from evaluator.agents.a2a import A2AClient
@@ -47,6 +47,7 @@ def make_client(
     allowed_networks: Sequence[str] = (),
     max_response_bytes: int = 1_048_576,
     headers: Mapping[str, str] | None = None,
+    allowed_ports: Collection[int] | None = None,
 ) -> AgentClient:
     """Return the client for an agent endpoint.
 
@@ -65,6 +66,9 @@ def make_client(
         max_response_bytes: response body cap in bytes (1 MiB by default).
         headers: extra request headers on every call (e.g. a key under the header name the
             team registered, instead of ``api_key``'s ``Authorization: Bearer``).
+        allowed_ports: the ports every request may use, the registered URL's and the endpoint
+            an A2A agent card names alike (a team agent's ``NETARENA_AGENT_PORTS``); None =
+            any. A URL on another port is refused like a refused address.
 
     Raises:
         ValueError: unknown protocol, bad URL scheme/host, bad allow-list or limits.
@@ -72,10 +76,11 @@ def make_client(
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown agent protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
     try:
-        OutboundGuard().check_syntax(url)
+        OutboundGuard(allowed_ports=allowed_ports).check_syntax(url)
     except RefusedAddressError as exc:
         raise ValueError(str(exc)) from None
     options: dict[str, Any] = {
+        "allowed_ports": allowed_ports,
         "api_key": api_key,
         "timeout_s": timeout_s,
         "allowed_networks": allowed_networks,

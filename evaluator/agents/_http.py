@@ -11,7 +11,7 @@ import dataclasses
 import json
 import time
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, ClassVar
 
 import httpx
@@ -66,6 +66,8 @@ class GuardedHttpClient(AgentClient):
             closed without answer, connect timeout). HTTP answers and bad bodies are final.
         backoff_s: delay before the first retry; doubles on each further retry.
         allowed_networks: CIDR allow-list of the guard (``evaluator/agents/guard.py``).
+        allowed_ports: the ports every request may use (the guard's ``allowed_ports``; None =
+            any).
         max_response_bytes: the response body (after content decoding) is read as a stream
             and the call fails with ``too_large`` as soon as it exceeds this many bytes.
         headers: extra request headers (e.g. a gateway's routing header).
@@ -92,6 +94,7 @@ class GuardedHttpClient(AgentClient):
         headers: Mapping[str, str] | None = None,
         api_key: str | None = None,
         verify: Any = True,
+        allowed_ports: Collection[int] | None = None,
     ) -> None:
         if timeout_s <= 0 or connect_timeout_s <= 0:
             raise ValueError("timeouts must be positive")
@@ -107,7 +110,7 @@ class GuardedHttpClient(AgentClient):
         self.max_response_bytes = int(max_response_bytes)
         self.extra_headers = dict(headers or {})
         self._api_key = api_key
-        self.guard = OutboundGuard(allowed_networks)
+        self.guard = OutboundGuard(allowed_networks, allowed_ports=allowed_ports)
         #: attempts made by the last :meth:`complete` call (1 = no retry).
         self.last_attempts = 0
         self._client = httpx.Client(

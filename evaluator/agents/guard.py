@@ -4,7 +4,8 @@ Agents are untrusted (docs/architecture.md §8) and their endpoint URLs are chos
 so an endpoint could point the evaluator at the deployment's own services (server-side request
 forgery). The guard, in order:
 
-1. accepts only ``http`` and ``https`` URLs with a host name;
+1. accepts only ``http`` and ``https`` URLs with a host name (and, when the guard is given a
+   port set, a port from it: a team agent's ``NETARENA_AGENT_PORTS``);
 2. resolves the host **once** per request (literal addresses are not resolved);
 3. refuses the request if *any* resolved address is not a public unicast address — loopback,
    private (RFC 1918, RFC 4193 ULA), carrier-grade NAT (RFC 6598), link-local (RFC 3927,
@@ -28,7 +29,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import ssl
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
@@ -134,14 +135,25 @@ class OutboundGuard:
         allowed_networks: CIDR strings whose addresses are allowed even though they are not
             public (e.g. ``LOOPBACK_NETWORKS``). Metadata endpoints stay refused regardless.
         resolve_timeout_s: upper bound on one DNS resolution, in seconds.
+        allowed_ports: the TCP ports a URL may use (its explicit port, or 80/443 by scheme);
+            None (the default) allows any. The site passes a team agent's port set
+            (``NETARENA_AGENT_PORTS``), so every request of its client obeys it, including
+            the JSON-RPC endpoint an A2A agent card names.
 
     Raises:
         ValueError: an allow-list entry is not a network.
     """
 
-    def __init__(self, allowed_networks: Sequence[str] = (), *, resolve_timeout_s: float = 5.0):
+    def __init__(
+        self,
+        allowed_networks: Sequence[str] = (),
+        *,
+        resolve_timeout_s: float = 5.0,
+        allowed_ports: Collection[int] | None = None,
+    ):
         self.allowed_networks = parse_networks(allowed_networks)
         self.resolve_timeout_s = resolve_timeout_s
+        self.allowed_ports = None if allowed_ports is None else frozenset(allowed_ports)
 
     def is_allowed(self, address: IPAddress) -> tuple[bool, str]:
         """Return ``(allowed, reason)`` for one address; ``reason`` explains a refusal."""
@@ -156,10 +168,11 @@ class OutboundGuard:
         return False, f"{address} is {problem} (allowed networks: {allowed})"
 
     def check_syntax(self, url: str | httpx.URL) -> httpx.URL:
-        """Check scheme and host of ``url`` without resolving it.
+        """Check scheme, host and port of ``url`` without resolving it.
 
         Raises:
-            RefusedAddressError: not an http(s) URL or no host.
+            RefusedAddressError: not an http(s) URL, no host, or a port outside
+                ``allowed_ports``.
         """
         try:
             parsed = httpx.URL(url)
@@ -171,6 +184,13 @@ class OutboundGuard:
             )
         if not parsed.host:
             raise RefusedAddressError(f"refused URL {str(url)!r}: it has no host")
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        if self.allowed_ports is not None and port not in self.allowed_ports:
+            shown = parsed.copy_with(query=None, fragment=None)
+            allowed = ", ".join(str(p) for p in sorted(self.allowed_ports)) or "none"
+            raise RefusedAddressError(
+                f"refused {shown}: port {port} is not one of the allowed agent ports ({allowed})"
+            )
         return parsed
 
     def resolve(self, host: str, port: int) -> list[IPAddress]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,7 @@ class PreflightTarget:
         api_key: the decrypted key sent as ``Authorization: Bearer`` (None = none).
         auth_headers: headers carrying the key instead (a header name the team chose).
         allowed_networks: CIDR allow-list of non-public networks the guard accepts.
+        allowed_ports: the ports the guard accepts (None = any; a team agent's port set).
         timeout_s: deadline of one reachability or protocol probe, in seconds.
         reply_timeout_s: deadline of one agent reply (the canaries), in seconds.
     """
@@ -101,6 +102,7 @@ class PreflightTarget:
     allowed_networks: Sequence[str] = ()
     timeout_s: float = DEFAULT_PROBE_TIMEOUT_S
     reply_timeout_s: float = 60.0
+    allowed_ports: Collection[int] | None = None
 
     def client(self) -> AgentClient:
         """The protocol client an episode would use for this endpoint.
@@ -116,11 +118,12 @@ class PreflightTarget:
             model=self.model_name or None,
             timeout_s=self.reply_timeout_s,
             allowed_networks=list(self.allowed_networks),
+            allowed_ports=self.allowed_ports,
         )
 
     def guard(self) -> OutboundGuard:
-        """The outbound guard with this endpoint's allowed networks."""
-        return OutboundGuard(list(self.allowed_networks))
+        """The outbound guard with this endpoint's allowed networks and ports."""
+        return OutboundGuard(list(self.allowed_networks), allowed_ports=self.allowed_ports)
 
 
 def check_title(name: str) -> str:

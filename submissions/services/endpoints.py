@@ -42,6 +42,16 @@ def agent_allowed_networks(*, reference: bool) -> list[str]:
     return list(settings.NETARENA["AGENT_ALLOWED_NETWORKS"]) + list(LOOPBACK_NETWORKS)
 
 
+def agent_allowed_ports(*, reference: bool) -> frozenset[int] | None:
+    """The TCP ports an agent's client may call: ``AGENT_PORTS`` (``NETARENA_AGENT_PORTS``)
+    for a team's agent, any (None) for the project's reference agents (free loopback ports).
+
+    The guard of the agent's client applies it to every request, so an A2A agent card cannot
+    name a JSON-RPC endpoint on a port the registered URL could not use.
+    """
+    return None if reference else frozenset(settings.NETARENA["AGENT_PORTS"])
+
+
 def agent_endpoint_check(*, endpoint_url: str, reference: bool = False) -> None:
     """Check an agent endpoint with the outbound guard and the port rule before it is stored.
 
@@ -54,21 +64,20 @@ def agent_endpoint_check(*, endpoint_url: str, reference: bool = False) -> None:
         EndpointRefusedError: bad URL, a port outside the set, an unresolvable host or a
             refused address.
     """
-    guard = OutboundGuard(agent_allowed_networks(reference=reference))
+    guard = OutboundGuard(
+        agent_allowed_networks(reference=reference),
+        allowed_ports=agent_allowed_ports(reference=reference),
+    )
     try:
-        parsed = guard.check_syntax(endpoint_url)
-        port = parsed.port or (443 if parsed.scheme == "https" else 80)
-        if not reference and port not in settings.NETARENA["AGENT_PORTS"]:
-            raise RefusedAddressError(f"port {port} is not one of the allowed agent ports")
-        guard.check_url(endpoint_url)
+        guard.check_url(endpoint_url)  # scheme, host, port, then every resolved address
     except (RefusedAddressError, ResolveError, ValueError) as exc:
         logger.warning("agent endpoint %r refused: %s", endpoint_url[:200], exc)
         raise EndpointRefusedError(ENDPOINT_REFUSED_MESSAGE) from None
 
 
 def agent_client_build(*, agent: Agent) -> AgentClient:
-    """Build the protocol client of ``agent`` (decrypting its key; loopback only for
-    references), with the per-reply deadline ``AGENT_TIMEOUT_S`` (seconds).
+    """Build the protocol client of ``agent`` (decrypting its key; loopback and any port only
+    for references), with the per-reply deadline ``AGENT_TIMEOUT_S`` (seconds).
 
     Raises:
         ValueError: the endpoint URL or protocol is malformed.
@@ -81,6 +90,7 @@ def agent_client_build(*, agent: Agent) -> AgentClient:
         model=agent.model_name or None,
         timeout_s=settings.NETARENA["AGENT_TIMEOUT_S"],
         allowed_networks=allowed,
+        allowed_ports=agent_allowed_ports(reference=agent.is_reference),
     )
 
 
@@ -100,4 +110,5 @@ def agent_preflight_target(*, agent: Agent, timeout_s: float) -> PreflightTarget
         allowed_networks=tuple(agent_allowed_networks(reference=agent.is_reference)),
         timeout_s=timeout_s,
         reply_timeout_s=float(settings.NETARENA["AGENT_TIMEOUT_S"]),
+        allowed_ports=agent_allowed_ports(reference=agent.is_reference),
     )

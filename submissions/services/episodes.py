@@ -29,7 +29,7 @@ from evaluator.registry import get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import Query
 from submissions.aggregates import aggregate_refresh
-from submissions.models import EpisodeRecord, Submission
+from submissions.models import Agent, EpisodeRecord, Submission
 from submissions.services import dispatch
 from submissions.services.endpoints import agent_client_build
 from submissions.services.storage import storable
@@ -159,6 +159,19 @@ def _infrastructure_retry(
         raise EpisodeRetry(countdown_s, message)
 
 
+def _agent_as_submitted(submission: Submission) -> Agent:
+    """The submission's agent with the endpoint the submission recorded at creation (the URL
+    and protocol its pre-flight passed: ``Submission.endpoint_url``, ``protocol``) in place
+    of the agent's current one, so that editing the agent never redirects an accepted
+    submission. The row is changed in memory only (never saved); a submission older than those
+    fields (blank) keeps the agent's."""
+    agent = submission.agent
+    if submission.endpoint_url:
+        agent.endpoint_url = submission.endpoint_url
+        agent.protocol = submission.protocol or agent.protocol
+    return agent
+
+
 def episode_execute(*, episode_id: int, retry_infrastructure: bool = False) -> None:
     """Run one episode and store its verdict; close the submission when it was the last.
 
@@ -181,7 +194,7 @@ def episode_execute(*, episode_id: int, retry_infrastructure: bool = False) -> N
     episode = _episode_claim(episode_id)
     if episode is None:
         return
-    agent = episode.submission.agent
+    agent = _agent_as_submitted(episode.submission)
     try:
         query = Query.from_dict(episode.query)
         client = agent_client_build(agent=agent)

@@ -226,30 +226,46 @@ def submittable_apps(*, agent: Agent) -> list[str]:
     return agent_apps(agent)
 
 
-def preflight_gate_check(*, agent: Agent, apps: list[str] | None = None) -> None:
+def preflight_gate_check(
+    *, agent: Agent, apps: list[str] | None = None
+) -> AgentPreflight | None:
     """Refuse a team submission of ``agent`` (to ``apps``) unless its latest pre-flight
-    passed, or was partial and every app of ``apps`` is one whose canary passed.
+    passed, or was partial and every app of ``apps`` is one whose canary passed, and checked
+    the endpoint (URL and protocol) the agent has now.
 
     Reference agents are exempt; an agent that never had a pre-flight is not blocked.
 
+    Returns:
+        The pre-flight that cleared the submission (its ``endpoint_url`` and ``protocol`` are
+        what the submission records and its episodes call), or None (reference agent, no
+        pre-flight).
+
     Raises:
         PreflightNotPassedError: the latest pre-flight is running or failed, or partial and
-            ``apps`` (None: every app it takes part in) names an app whose canary failed.
+            ``apps`` (None: every app it takes part in) names an app whose canary failed, or
+            it checked another URL or protocol than the agent's (changed without one).
     """
     if agent.is_reference:
-        return
+        return None
     latest = preflight_latest(agent=agent)
-    if latest is None or latest.status == AgentPreflight.Status.PASSED:
-        return
+    if latest is None:
+        return None
     if latest.status == AgentPreflight.Status.RUNNING:
         raise PreflightNotPassedError(
             "the agent's pre-flight check is still running; submit once it has passed"
         )
+    if (latest.endpoint_url, latest.protocol) != (agent.endpoint_url, agent.protocol):
+        raise PreflightNotPassedError(
+            "the agent's endpoint changed since its last pre-flight; run the pre-flight again "
+            "(no quota was used)"
+        )
+    if latest.status == AgentPreflight.Status.PASSED:
+        return latest
     if latest.status == AgentPreflight.Status.PARTIAL:
         passed = preflight_passed_apps(latest)
         refused = [a for a in (agent_apps(agent) if apps is None else apps) if a not in passed]
         if not refused:
-            return
+            return latest
         raise PreflightNotPassedError(
             f"the agent's pre-flight passed for {', '.join(passed)} only; its canary prompt "
             f"failed for {', '.join(refused)}: submit it to {', '.join(passed)}, or fix the "

@@ -22,7 +22,9 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
@@ -35,6 +37,7 @@ from submissions.errors import (
     QuotaExceededError,
     SubmissionClosedError,
     SubmissionInProgressError,
+    UserQuotaExceededError,
 )
 from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
 from submissions.services import dispatch
@@ -76,18 +79,17 @@ def apps_validate(apps: Sequence[str], queries_per_app: int, *, max_queries: int
 
 
 def _team_submission_rules_check(*, agent: Agent, apps: list[str]) -> None:
-    """The pre-flight gate for ``apps``, one open submission per agent and the team's daily
-    quota (team submissions only).
+    """One open submission per agent and the team's daily quota (team submissions only; the
+    pre-flight gate, :func:`~submissions.services.preflight.preflight_gate_check`, comes
+    first).
 
     Call inside a transaction that holds the team row lock. Submissions the platform failed
     (``platform_failed``) are not charged to the quota.
 
     Raises:
-        PreflightNotPassedError: the agent's pre-flight has not cleared ``apps``.
         SubmissionInProgressError: the agent has a queued or running submission.
         QuotaExceededError: the team used ``SUBMISSIONS_PER_TEAM_PER_DAY`` in the last 24 hours.
     """
-    preflight_gate_check(agent=agent, apps=apps)
     if Submission.objects.filter(agent=agent, status__in=OPEN_STATUSES).exists():
         raise SubmissionInProgressError("this agent already has a submission in progress")
     since = timezone.now() - timedelta(days=1)
@@ -99,6 +101,38 @@ def _team_submission_rules_check(*, agent: Agent, apps: list[str]) -> None:
     ).count()
     if used >= settings.NETARENA["SUBMISSIONS_PER_TEAM_PER_DAY"]:
         raise QuotaExceededError("daily submission quota of your team is used up")
+
+
+def _user_quota_check(*, user: Any) -> None:
+    """One person's daily quota across all their teams (team submissions only).
+
+    Charged to ``user``: every team submission of the last 24 hours that they created
+    (``Submission.created_by``, whichever team it was for and whether or not they still belong
+    to it) or that belongs to an agent of a team they are a member of now (they see its
+    results). A new team therefore starts with the person's quota already used, and leaving a
+    team does not give back what one submitted through it. Platform failures are free, as for
+    the team's quota; round submissions never count.
+
+    Call inside the transaction that creates the submission: the user's row is locked, so that
+    concurrent submissions of one user (to several teams) are counted one after another.
+
+    Raises:
+        UserQuotaExceededError: ``SUBMISSIONS_PER_USER_PER_DAY`` are used.
+    """
+    get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+    since = timezone.now() - timedelta(days=1)
+    teams = Team.objects.filter(members=user).values("pk")
+    used = (
+        Submission.objects.filter(round__isnull=True, created_at__gte=since, platform_failed=False)
+        .filter(Q(created_by_id=user.pk) | Q(agent__team_id__in=teams))
+        .count()
+    )
+    limit = settings.NETARENA["SUBMISSIONS_PER_USER_PER_DAY"]
+    if used >= limit:
+        raise UserQuotaExceededError(
+            f"your personal daily quota of {limit} submissions across all your teams is used up "
+            "(it counts the submissions you made and those of the teams you belong to)"
+        )
 
 
 def submission_create(
@@ -117,17 +151,22 @@ def submission_create(
     a practice (team) submission from the configured packs that are spent only, never a sealed
     one (``submissions.services.packs``). The packs' names and digests, and which of them are
     sealed now, are fixed here, so the queries cannot change between creation and
-    preparation.
+    preparation. So is the endpoint its episodes are sent to: the URL and protocol the
+    agent's passing pre-flight checked (recorded with it), or, without one (reference agents,
+    rounds), the agent's at creation; editing the agent afterwards never redirects the
+    submission.
 
     A team submission (``round`` is None) obeys the pre-flight gate, one open submission per
-    agent, the team's daily quota and at most :data:`TEAM_QUERIES_PER_APP_MAX` queries per
-    app; a round's submissions are started by an admin, count against neither and may have up
-    to :data:`ROUND_QUERIES_PER_APP_MAX`. The seed is secret and fresh unless given (rounds
-    share theirs across agents).
+    agent, the team's daily quota, the acting user's daily quota across all their teams
+    (:func:`_user_quota_check`, when ``actor`` is given) and at most
+    :data:`TEAM_QUERIES_PER_APP_MAX` queries per app; a round's submissions are started by an
+    admin, count against none of them and may have up to :data:`ROUND_QUERIES_PER_APP_MAX`.
+    The seed is secret and fresh unless given (rounds share theirs across agents).
 
     Args:
         actor: the user acting (API, pages); when given the agent must belong to one of their
-            teams. Internal callers (rounds, commands) pass ``None``.
+            teams, and a team submission is charged to them (``created_by``). Internal callers
+            (rounds, commands) pass ``None``.
 
     Raises:
         NotYourAgentError: ``actor`` is not a member of the agent's team.
@@ -135,6 +174,7 @@ def submission_create(
         PreflightNotPassedError: the agent's pre-flight has not cleared ``apps``.
         SubmissionInProgressError: the agent already has an open submission.
         QuotaExceededError: the team's daily quota is used up.
+        UserQuotaExceededError: the acting user's daily quota is used up.
     """
     if actor is not None and not agent.team.members.filter(pk=actor.pk).exists():
         raise NotYourAgentError("no such agent among your teams")
@@ -142,12 +182,16 @@ def submission_create(
     chosen = apps_validate(apps, queries_per_app, max_queries=limit)
     try:
         with transaction.atomic():
+            preflight = None  # what cleared a team submission: the endpoint it records
             if round is None:
                 # Lock the team row: concurrent submissions of one team run these checks one
                 # after another; the partial unique constraint
                 # ``one_open_submission_per_agent`` backs the first rule in the database.
                 Team.objects.select_for_update().filter(pk=agent.team_id).first()
                 submissions_expire(agent=agent)
+                preflight = preflight_gate_check(agent=agent, apps=chosen)
+                if actor is not None:
+                    _user_quota_check(user=actor)
                 _team_submission_rules_check(agent=agent, apps=chosen)
                 packs, share = practice_packs_now(chosen)
             else:
@@ -156,6 +200,10 @@ def submission_create(
             sealed = sealed_of(packs)
             submission = Submission.objects.create(
                 agent=agent,
+                created_by=actor if round is None else None,
+                endpoint_url=preflight.endpoint_url if preflight else agent.endpoint_url,
+                protocol=preflight.protocol if preflight else agent.protocol,
+                preflight=preflight,
                 round=round,
                 seed=seed if seed is not None else new_seed(),
                 apps=chosen,

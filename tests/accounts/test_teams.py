@@ -90,3 +90,42 @@ def test_last_owner_stays(owner: User, guest: User) -> None:
     services.member_remove(team=team, by=guest, member=owner)
     assert list(team.members.all()) == [guest]
     assert not services.is_owner(team, owner)
+
+
+def test_a_user_owns_or_joins_at_most_teams_per_user_teams(
+    client: Client, owner: User, guest: User, settings
+) -> None:
+    settings.NETARENA = {**settings.NETARENA, "TEAMS_PER_USER": 2}
+    services.team_create(user=guest, name="guest-1")
+    services.team_create(user=guest, name="guest-2")
+    with pytest.raises(services.TeamLimitError, match="already belong to 2 teams") as refused:
+        services.team_create(user=guest, name="guest-3")
+    assert refused.value.code == "team_limit" and refused.value.http_status == 409
+    team = services.team_create(user=owner, name="owned")
+    token = services.invitation_renew(team=team, by=owner).token
+    with pytest.raises(services.TeamLimitError):
+        services.team_join(user=guest, token=token)
+    assert not team.members.filter(pk=guest.pk).exists()
+    # the pages show the refusal
+    client.force_login(guest)
+    page = client.post(reverse("accounts:join", args=[token]), follow=True).content.decode()
+    assert "already belong to 2 teams" in page
+    created = client.post(reverse("accounts:team-create"), {"name": "g3"}, follow=True)
+    assert "already belong to 2 teams" in created.content.decode()
+    assert Team.objects.filter(members=guest).count() == 2
+    # joining a team one is already in is still a no-op, not a refusal
+    services.team_join(user=owner, token=token)
+
+
+def test_removing_a_member_rotates_the_invitation_link(owner: User, guest: User) -> None:
+    team = services.team_create(user=owner, name="rotators")
+    old = services.invitation_renew(team=team, by=owner).token
+    services.team_join(user=guest, token=old)
+    services.member_remove(team=team, by=owner, member=guest)
+    new = TeamInvitation.objects.get(team=team).token
+    assert new != old
+    with pytest.raises(services.InvitationInvalidError):
+        services.team_join(user=guest, token=old)
+    assert not team.members.filter(pk=guest.pk).exists()
+    services.team_join(user=guest, token=new)  # the owners' new link works
+    assert team.members.filter(pk=guest.pk).exists()

@@ -97,6 +97,26 @@ def test_parallel_submissions_respect_the_team_quota(member_token, monkeypatch, 
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
+def test_parallel_submissions_to_several_teams_respect_the_users_quota(
+    member_token, monkeypatch, settings
+):
+    _require_postgres()
+    monkeypatch.setattr(dispatch, "task_send", lambda *a, **k: None)
+    settings.NETARENA = {**settings.NETARENA, "SUBMISSIONS_PER_USER_PER_DAY": 4}
+    token, team = member_token
+    teams = [team, Team.objects.create(name="Green"), Team.objects.create(name="Red")]
+    for other in teams[1:]:
+        other.members.add(team.members.get())
+    agents = [_agent(teams[i % 3], f"bot-{i}") for i in range(8)]
+    statuses = _parallel_posts(
+        token, "/api/v1/submissions/", [{"agent": a.pk, "apps": ["malt"]} for a in agents]
+    )
+    assert sorted(statuses) == [202] * 4 + [429] * 4
+    assert Submission.objects.filter(created_by__username="alice").count() == 4
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
 def test_parallel_registrations_respect_the_agent_cap(member_token, settings):
     _require_postgres()
     settings.NETARENA = {**settings.NETARENA, "AGENTS_PER_TEAM": 3}

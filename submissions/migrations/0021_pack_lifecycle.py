@@ -20,7 +20,7 @@ def _held_out_before_lifecycle(apps, schema_editor):  # type: ignore[no-untyped-
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('submissions', '0018_submission_notified_at'),
+        ('submissions', '0020_submission_endpoint'),
     ]
 
     operations = [
