@@ -37,7 +37,8 @@ def _submissions(
             number = (Round.objects.order_by("-number").values_list("number", flat=True).first()
                       or 0) + 1
             evaluation_round = Round.objects.create(
-                number=number, seed=number, apps=["malt"], queries_per_app=n
+                number=number, seed=number, apps=["malt"], queries_per_app=n,
+                closed_at=timezone.now(),
             )
         submission = Submission.objects.create(
             agent=agent,

@@ -1,6 +1,7 @@
-"""The public/held-out gap on the board, in a real browser: an agent that solves the public
-generator's queries and fails the held-out ones carries the "overfit" flag and a negative gap;
-an agent as good on both does not. The API carries the same figures."""
+"""The public/held-out gap on the board, in a real browser: in a closed round (the board's
+ranking of record) an agent that solves the public generator's queries and fails the ones
+from packs sealed at the time carries the "overfit" flag and a negative gap; an agent as good
+on both does not. The API carries the same figures."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def _submission(team: Team, name: str, public_rate: float, held_out_rate: float,
         rate = held_out_rate if held_out else public_rate
         EpisodeRecord.objects.create(
             submission=submission, app_id="guess", index=i, query_id=f"q{i}", level=1,
-            label="a", query={"pack": pack}, status="running",
+            label="a", query={"pack": pack}, status="running", sealed=held_out,
         )
         episode = EpisodeRecord.objects.get(submission=submission, index=i)
         correct = (i // 2) < rate * (N // 2)
@@ -57,9 +58,12 @@ def test_board_shows_the_held_out_gap_and_flags_the_overfit_agent(page: Page, cl
     from playwright.sync_api import expect
 
     team = Team.objects.create(name="gappers")
+    evaluation_round = Round.objects.create(
+        number=3, seed=3, apps=["guess"], queries_per_app=N, closed_at=timezone.now()
+    )
     with registered_app({"guess": GuessApp}):
-        script = _submission(team, "script", public_rate=1.0, held_out_rate=0.1)
-        steady = _submission(team, "steady", public_rate=0.6, held_out_rate=0.6)
+        script = _submission(team, "script", 1.0, 0.1, evaluation_round)
+        steady = _submission(team, "steady", 0.6, 0.6, evaluation_round)
 
         page.goto("/?app=guess")
         script_row = page.locator(f'#app-guess tr[data-agent="{script.pk}"]')
@@ -89,7 +93,9 @@ def test_agent_page_and_round_page_show_the_gap_and_the_flag(page: Page, client)
     from playwright.sync_api import expect
 
     team = Team.objects.create(name="gappers")
-    evaluation_round = Round.objects.create(number=7, seed=3, apps=["guess"], queries_per_app=N)
+    evaluation_round = Round.objects.create(
+        number=7, seed=3, apps=["guess"], queries_per_app=N, closed_at=timezone.now()
+    )
     with registered_app({"guess": GuessApp}):
         script = _submission(team, "script", 1.0, 0.1, evaluation_round)
         steady = _submission(team, "steady", 0.6, 0.6, evaluation_round)
