@@ -13,6 +13,7 @@ fit for users. Whether a user is a member of a team is ``submissions.services.te
 from __future__ import annotations
 
 import secrets
+import unicodedata
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -100,15 +101,41 @@ def is_owner(team: Team, user: User) -> bool:
     return TeamOwnership.objects.filter(team=team, user_id=user.pk).exists()
 
 
-def team_create(*, user: User, name: str) -> Team:
-    """Create team ``name`` with ``user`` as member and owner.
+#: Longest team name (characters): the column's length (``Team.name``), which PostgreSQL
+#: enforces and SQLite does not.
+TEAM_NAME_MAX_CHARS = int(Team._meta.get_field("name").max_length or 100)
 
-    Raises :class:`TeamNameTakenError` when the name (case-insensitive) is in use,
-    :class:`TeamLimitError` when ``user`` already belongs to :func:`teams_per_user` teams.
+
+def team_name_problem(name: str) -> str | None:
+    """Why ``name`` (already stripped) cannot be a team name, or ``None``: empty, longer than
+    :data:`TEAM_NAME_MAX_CHARS`, or holding a control character (NUL, which PostgreSQL refuses
+    in text, line breaks, ...) or a lone surrogate (not Unicode text). The same on every
+    database, so that SQLite never stores what PostgreSQL would refuse with a 500."""
+    if not name:
+        return "A team needs a name."
+    if len(name) > TEAM_NAME_MAX_CHARS:
+        return (
+            f"A team name has at most {TEAM_NAME_MAX_CHARS} characters "
+            f"(this one has {len(name)})."
+        )
+    if any(unicodedata.category(char) in ("Cc", "Cs") for char in name):
+        return "A team name cannot contain control characters (such as NUL) or lone surrogates."
+    return None
+
+
+def team_create(*, user: User, name: str) -> Team:
+    """Create team ``name`` (surrounding spaces dropped) with ``user`` as member and owner.
+
+    Raises:
+        TeamError: the name is refused (:func:`team_name_problem`: empty, too long, control
+            characters).
+        TeamNameTakenError: the name (case-insensitive) is in use.
+        TeamLimitError: ``user`` already belongs to :func:`teams_per_user` teams.
     """
     name = name.strip()
-    if not name:
-        raise TeamError("A team needs a name.")
+    problem = team_name_problem(name)
+    if problem is not None:
+        raise TeamError(problem)
     try:
         with transaction.atomic():
             _team_limit_check(user)

@@ -92,9 +92,16 @@ DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'db.sqlite3'}"),
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Celery workers are separate processes: give them time to wait for the write lock, and
-    # keep the test database in a file so that end-to-end tests can share it with a worker.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    # The demo's web requests and Celery workers (separate processes) write at once:
+    # * WAL journal: readers never block the writer nor it them (one writer at a time still);
+    # * IMMEDIATE transactions: an atomic block takes the write lock when it begins, so a
+    #   writer waits for it (up to the timeout) instead of failing at once with "database is
+    #   locked" when a read transaction cannot be upgraded to a write one (Django 5.1+);
+    # * timeout: seconds a connection waits for the write lock (SQLite's busy timeout).
+    # The test database stays a file so that end-to-end tests can share it with a worker.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        timeout=30, transaction_mode="IMMEDIATE", init_command="PRAGMA journal_mode=WAL"
+    )
     # One file per test process, so that concurrent test runs never share (or delete) it.
     DATABASES["default"]["TEST"] = {
         "NAME": str(BASE_DIR / "var" / f"test-db-{os.getpid()}.sqlite3")

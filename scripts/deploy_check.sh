@@ -35,7 +35,11 @@ fail() { echo "deploy_check: FAILED: $*" >&2; exit 1; }
 # --- tools -----------------------------------------------------------------------------------
 install_tools() {
   local need=() pkg
-  for pkg in podman debootstrap fuse-overlayfs uidmap runc bc curl python3-venv; do
+  # containernetworking-plugins + its dnsname plugin: compose service names (db, redis, web)
+  # resolve on the project network only with dnsname; podman does not pull it in
+  # (--no-install-recommends), so without it a fresh machine's containers cannot find db.
+  for pkg in podman containernetworking-plugins golang-github-containernetworking-plugin-dnsname \
+             debootstrap fuse-overlayfs uidmap runc bc curl python3-venv; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
   done
   if [ ${#need[@]} -gt 0 ]; then
@@ -47,12 +51,15 @@ install_tools() {
     "$CACHE/venv/bin/pip" install -q podman-compose==1.6.0
   fi
   # crun cannot start containers on these hosts (container ulimits above the host's, hybrid
-  # cgroups); runc can, with explicit ulimits.
+  # cgroups); runc can, with explicit ulimits. The CNI backend, where dnsname does the names
+  # (netavark would need aardvark-dns instead).
   cat > "$CACHE/containers.conf" <<'EOF'
 [containers]
 default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
 [engine]
 runtime = "runc"
+[network]
+network_backend = "cni"
 EOF
 }
 

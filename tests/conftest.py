@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 
 import pytest
 
@@ -44,3 +45,17 @@ def _fresh_api_throttles() -> None:
     from django.core.cache import cache
 
     cache.clear()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_celery_broker() -> Iterator[None]:
+    """The whole run on a Redis database of its own (``tests.submissions.celery_worker``): tasks
+    sent by this run's code and taken by this run's workers never meet another run's, even
+    when runs share the Redis server. Workers still running at the end are killed."""
+    from tests.submissions import celery_worker
+
+    celery_worker.private_broker()
+    try:
+        yield
+    finally:
+        celery_worker.private_broker_release()

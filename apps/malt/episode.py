@@ -57,6 +57,9 @@ class MaltEpisode(Episode):
         Raises:
             ResetNeededError: ``reset`` was not called.
             evaluator.sandbox.SandboxUnavailableError / SandboxSetupError: infrastructure.
+            evaluator.sandbox.SandboxOverloadedError / SandboxExitError: the host was too
+                busy (a timeout on an overloaded host, a sandbox that did not exit in time
+                after its result); the runner retries the episode.
             evaluator.deadline.JudgeBudgetExceeded: handling the reply took more than
                 :data:`JUDGE_BUDGET_S` (the agent's failure).
         """

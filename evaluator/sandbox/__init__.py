@@ -36,13 +36,16 @@ are missing or the sandbox cannot start (infrastructure, not the agent's fault; 
 ``raise_unavailable=False`` to get ``failure="sandbox_unavailable"`` instead), and
 :class:`SandboxSetupError` when the trusted part (preamble, argument) fails before any agent
 code ran, and :class:`SandboxOverloadedError` when agent code timed out on a host too busy to
-run it (``_load``). Every agent behaviour ends as a :class:`SandboxResult`.
+run it (``_load``), and :class:`SandboxExitError` when the sandbox delivered its result but did
+not exit within ``EXIT_GRACE_S`` of it (a late teardown: retried by the episode runner).
+Every agent behaviour ends as a :class:`SandboxResult`.
 """
 
 from evaluator.sandbox._run import check_host, run_function
 from evaluator.sandbox._types import (
     FAILURES,
     SandboxError,
+    SandboxExitError,
     SandboxLimits,
     SandboxOverloadedError,
     SandboxResult,
@@ -54,6 +57,7 @@ from evaluator.sandbox._types import (
 __all__ = [
     "FAILURES",
     "SandboxError",
+    "SandboxExitError",
     "SandboxLimits",
     "SandboxOverloadedError",
     "SandboxResult",

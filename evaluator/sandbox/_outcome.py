@@ -48,8 +48,8 @@ def classify(run: Run, code: int | None, cgroup: Cgroup | None) -> tuple[Any, st
         return None, run.refused[0], run.refused[1]
     if run.violation is not None:
         return None, "bad_result", f"protocol violation: {run.violation}"
-    if run.killed_for == "exit":
-        return None, "bad_result", "the sandbox did not exit after its result"
+    if run.killed_for == "exit":  # no terminal message (a complete one raised in ``_run``)
+        return None, "crash", "the sandbox closed its output without a result and did not exit"
     signal_no = -code if code is not None and code < 0 else (code or 0) - 128
     if signal_no == signal.SIGXCPU:
         return None, "cpu", f"CPU time limit of {limits.cpu_time_s} s exceeded (SIGXCPU)"

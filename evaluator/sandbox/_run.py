@@ -26,6 +26,7 @@ from evaluator.sandbox._outcome import classify, raise_setup, reported_call_s, t
 from evaluator.sandbox._seccomp import filled_pipe, seccomp_program
 from evaluator.sandbox._types import (
     SandboxError,
+    SandboxExitError,
     SandboxLimits,
     SandboxOverloadedError,
     SandboxResult,
@@ -368,6 +369,11 @@ def _run(
             if run.t_ready is None:  # no agent code ran: the caller may simply try again
                 raise _zygote.ZygoteError("the warm sandbox's zygote died before the call")
             raise SandboxError("the warm sandbox's zygote died during the call")
+        if run.killed_for == "exit" and run.t_done is not None and run.violation is None:
+            raise SandboxExitError(
+                f"the sandbox delivered its result but did not exit within {EXIT_GRACE_S} s "
+                f"(killed; exit status {code_exit}): a platform fault, not a verdict"
+            )
         timed_out = run.killed_for == "timeout"
         if timed_out and meter is not None and meter.overloaded(limits.wall_timeout_s):
             raise SandboxOverloadedError(

@@ -42,6 +42,14 @@ class SandboxOverloadedError(SandboxError):
     """Agent code ran out of wall-clock time on a host too busy to run it (``_load``)."""
 
 
+class SandboxExitError(SandboxError):
+    """The sandbox delivered a complete terminal message but did not exit within
+    ``EXIT_GRACE_S`` (``_io``) of it: a late teardown (e.g. on a loaded host) is a platform
+    fault, so the episode runner retries it; agent code that keeps running after forging a
+    result gets the same retries and, when every attempt fails, the ``agent_caused`` verdict
+    (``evaluator.runner.agent_could_cause``)."""
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     """Resource limits of one sandboxed call.

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection, transaction
 from django.test import Client
 from django.urls import reverse
 
@@ -129,3 +133,76 @@ def test_removing_a_member_rotates_the_invitation_link(owner: User, guest: User)
     assert not team.members.filter(pk=guest.pk).exists()
     services.team_join(user=guest, token=new)  # the owners' new link works
     assert team.members.filter(pk=guest.pk).exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("x" * 101, "at most 100 characters"),
+        ("nul\x00team", "cannot contain control characters"),
+        ("two\nlines", "cannot contain control characters"),
+    ],
+)
+def test_team_names_a_database_would_refuse_are_refused_with_a_message(
+    client: Client, owner: User, name: str, message: str
+) -> None:
+    """Too long for the column (PostgreSQL: 500 before, SQLite stored it) or holding NUL
+    (PostgreSQL refuses it in text): the same clear refusal on every database."""
+    with pytest.raises(services.TeamError, match=message):
+        services.team_create(user=owner, name=name)
+    client.force_login(owner)
+    response = client.post(reverse("accounts:team-create"), {"name": name}, follow=True)
+    assert response.status_code == 200 and response.redirect_chain[0][1] == 302
+    assert message in response.content.decode()
+    assert not Team.objects.exists()
+    assert services.team_create(user=owner, name="y" * 100).name == "y" * 100  # the limit
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_registrations_while_a_worker_writes_never_see_a_locked_database() -> None:
+    """A dozen users create teams at once (each its own connection, as the web's requests)
+    while a "worker" keeps taking the write lock (as Celery workers storing episodes). On the
+    SQLite demo database this gave "database is locked" (500s) before WAL + IMMEDIATE
+    transactions (config/settings.py); on PostgreSQL it must hold too."""
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            assert cursor.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    users = [User.objects.create_user(f"user{i}") for i in range(12)]
+    busy = Team.objects.create(name="busy")
+    stop, start = threading.Event(), threading.Barrier(len(users) + 1)
+
+    def worker() -> int:
+        writes = 0
+        try:
+            start.wait()
+            while not stop.is_set():
+                with transaction.atomic():
+                    Team.objects.filter(pk=busy.pk).update(name=f"busy-{writes}")
+                    time.sleep(0.005)  # holds the write lock for a while
+                writes += 1
+                time.sleep(0.001)
+            return writes
+        finally:
+            connection.close()
+
+    def register(user: User) -> list[str]:
+        try:
+            start.wait()
+            names = [services.team_create(user=user, name=f"{user.username}-{k}").name
+                     for k in range(3)]
+            with transaction.atomic():  # read, then write: the upgrade that failed at once
+                services.invitation_renew(team=Team.objects.get(name=names[0]), by=user)
+            return names
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(len(users) + 1) as pool:
+        writing = pool.submit(worker)
+        registered = [pool.submit(register, user) for user in users]
+        try:
+            names = [name for future in registered for name in future.result(timeout=60)]
+        finally:
+            stop.set()
+        assert writing.result(timeout=30) > 0
+    assert len(names) == 36 and Team.objects.filter(name__in=names).count() == 36
+    assert TeamInvitation.objects.count() == len(users)

@@ -205,3 +205,29 @@ def test_token_from_username_and_password_is_throttled(settings):
         for _ in range(3)
     ]
     assert codes[-1] == 429  # guessing passwords is rate-limited
+
+
+def test_bad_unicode_and_text_the_database_refuses_are_400_with_a_message(blue, client):
+    """A lone surrogate (``"\\ud800"``) in ``apps`` crashed the JSON renderer (500) quoting
+    it back; a team name over 100 characters or with NUL is a field error, not a database
+    error (PostgreSQL refuses both). Runs on SQLite and on PostgreSQL."""
+    api, user, team = blue
+    agent = _agent(team, "bot")
+    for body in (
+        f'{{"agent": {agent.pk}, "apps": ["\\ud800"]}}',
+        f'{{"agent": {agent.pk}, "apps": ["malt"], "\\udfff": 1}}',
+    ):
+        answer = api.post("/api/v1/submissions/", data=body, content_type="application/json")
+        assert answer.status_code == 400, answer.content
+        assert "lone UTF-16 surrogate" in answer.json()["detail"]
+    registration = {"name": "bot2", "endpoint_url": "https://93.184.215.14/v1",
+                    "protocol": "http-json"}
+    for team_name, message in (("B" * 101, "no more than 100"), ("Bl\x00ue", "Null")):
+        answer = api.post("/api/v1/agents/", {**registration, "team": team_name}, format="json")
+        assert answer.status_code == 400 and message in answer.json()["team"][0], answer.json()
+    assert not Submission.objects.exists() and Agent.objects.count() == 1
+    # the HTML form decodes what is not UTF-8 to U+FFFD: a field error, never a crash
+    client.force_login(user)
+    page = client.post("/accounts/submit/", data=f"agent={agent.pk}&apps=%ED%A0%80",
+                       content_type="application/x-www-form-urlencoded")
+    assert page.status_code == 200 and "Select a valid choice" in page.content.decode()

@@ -1,6 +1,7 @@
 """/healthz, /readyz and /metrics against a real site process, a real Redis broker and real
-Celery workers (each test process gets a Redis database of its own, so workers of other runs
-on the same Redis never answer its broadcasts)."""
+Celery workers (the site gets a Redis database of its own, claimed for this run through
+``tests.submissions.celery_worker.claimed_redis_db``, so workers of other runs on the same
+Redis never answer its broadcasts)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-import redis
 
 from tests.conftest import require, require_root
-from tests.submissions.celery_worker import broker_url, running_worker
+from tests.submissions.celery_worker import broker_url, claimed_redis_db, running_worker
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The Redis database of these tests' broker (0 and 1 are the site's defaults).
-BROKER_DB = 13
-
 pytestmark = [pytest.mark.integration]
 
 
@@ -33,11 +30,14 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def site_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def site_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """Environment of a site on its own SQLite file and its own broker database."""
     base = broker_url().rsplit("/", 1)[0]
-    broker = f"{base}/{BROKER_DB}"
-    redis.Redis.from_url(broker).flushdb()
+    with claimed_redis_db(base + "/0") as broker_db:
+        yield _site_env(tmp_path_factory, f"{base}/{broker_db}")
+
+
+def _site_env(tmp_path_factory: pytest.TempPathFactory, broker: str) -> dict[str, str]:
     db_path = tmp_path_factory.mktemp("site") / "db.sqlite3"
     env = dict(os.environ)
     env.update(

@@ -10,7 +10,8 @@ and the ``networking.k8s.io/v1`` API reference):
 
 * A pod is *isolated for ingress* (egress) when at least one policy in its namespace selects it
   (``spec.podSelector``) and has ``Ingress`` (``Egress``) in its effective ``policyTypes``
-  (default: ``Ingress``, plus ``Egress`` when ``spec.egress`` is present).
+  (default: ``Ingress``, plus ``Egress`` when ``spec.egress`` is a non-empty list; see
+  :func:`policy_types`).
 * A connection is allowed when the source's egress side allows it *and* the destination's
   ingress side allows it; each side is decided by the union of the rules of the policies that
   isolate that pod in that direction, independently of the other direction.
@@ -119,13 +120,29 @@ def selector_matches(selector: Obj | None, labels: Mapping[str, str]) -> bool:
 
 
 def policy_types(policy: Obj) -> set[str]:
-    """Effective ``policyTypes`` of a NetworkPolicy (API defaulting rules)."""
+    """Effective ``policyTypes`` of a NetworkPolicy, as the API server defaults them.
+
+    Args:
+        policy: a NetworkPolicy as a dict (``spec`` may be missing).
+
+    Returns:
+        The declared ``spec.policyTypes`` when it is a non-empty list; otherwise ``{"Ingress"}``,
+        plus ``"Egress"`` only when ``spec.egress`` holds at least one rule. A missing, null or
+        empty (``egress: []``) egress list leaves the policy Ingress-only, so it does not
+        isolate egress.
+
+    Source: Kubernetes ``pkg/apis/networking/v1/defaults.go``, ``SetDefaults_NetworkPolicy``
+    (``if len(Spec.PolicyTypes) == 0``: Ingress, then Egress ``if len(Spec.Egress) != 0``),
+    and the ``NetworkPolicySpec.policyTypes`` API reference ("policies that contain an egress
+    section are assumed to affect egress ... a policy that specifies that no egress is allowed
+    ... must specify a policyTypes value that include Egress").
+    """
     spec = policy.get("spec") or {}
     declared = spec.get("policyTypes")
     if declared:
         return set(declared)
     types = {"Ingress"}
-    if spec.get("egress") is not None:
+    if spec.get("egress"):
         types.add("Egress")
     return types
 

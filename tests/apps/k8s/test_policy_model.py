@@ -12,6 +12,7 @@ from apps.k8s.cluster.policy_model import (
     Pod,
     PolicyModel,
     parse_ipv4_cidr,
+    policy_types,
     selector_matches,
     unsupported,
 )
@@ -49,6 +50,26 @@ def test_ingress_rule_does_not_satisfy_egress() -> None:
     assert f"--set-xmark {EGRESS_MARK:#x}/{EGRESS_MARK:#x}" in text
     assert f"--set-xmark {INGRESS_MARK:#x}/{INGRESS_MARK:#x}" in text
     assert "-s 10.244.0.2/32 -m mark ! --mark 0x10000/0x10000 -j REJECT" in text
+
+
+def test_policy_types_default_as_the_api_server_does() -> None:
+    """Omitted (or empty) ``policyTypes``: Ingress always, Egress only with a non-empty
+    ``egress`` list (Kubernetes ``pkg/apis/networking/v1/defaults.go``,
+    ``SetDefaults_NetworkPolicy``), so ``egress: []`` does not isolate egress."""
+    assert policy_types(_pol("a", {"podSelector": {}})) == {"Ingress"}
+    assert policy_types(_pol("a", {"podSelector": {}, "egress": []})) == {"Ingress"}
+    assert policy_types(_pol("a", {"podSelector": {}, "egress": None})) == {"Ingress"}
+    assert policy_types(_pol("a", {"podSelector": {}, "policyTypes": [], "egress": []})) == {
+        "Ingress"}
+    assert policy_types(_pol("a", {"podSelector": {}, "egress": [{}]})) == {"Ingress", "Egress"}
+    assert policy_types(_pol("a", {"podSelector": {}, "policyTypes": ["Egress"],
+                                   "egress": []})) == {"Egress"}
+    s = Pod("a", "s", "10.244.0.2", {"app": "s"}, (("TCP", 80, ""),))
+    d = Pod("b", "d", "10.244.0.3", {}, (("TCP", 80, ""),))
+    model = PolicyModel([s, d], NS, [_pol("a", {"podSelector": {}, "egress": []})])
+    assert not model.isolating(s, "Egress") and model.isolating(s, "Ingress")
+    assert model.allows(s, d, "TCP", 80) and not model.allows(d, s, "TCP", 80)
+    assert f"--set-xmark {EGRESS_MARK:#x}" not in compile_model(model, "10.244.0.0/16").iptables
 
 
 def test_named_ports_resolve_per_destination_in_egress_without_to() -> None:

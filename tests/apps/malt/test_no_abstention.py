@@ -60,3 +60,44 @@ def test_two_concurrent_busy_looping_episodes_of_one_agent_are_both_scored() -> 
         # subtracts every sandboxed task (the runner would otherwise charge the overload
         # to the agent after three attempts, as "agent_caused:SandboxOverloadedError")
         assert result.failure == "sandbox:timeout"
+
+
+def _reply(body: str) -> str:
+    return f"```python\n{body}```\n"
+
+
+#: A reply whose complete result (an empty answer) arrives but whose process exits 30 s later.
+LATE_EXIT_REPLY = _reply(
+    "import os, sys, time\n"
+    "def process_graph(graph_data):\n"
+    "    os.write(int(sys.argv[1]), b'{\"kind\":\"result\",\"value\":[]}\\n')\n"
+    "    time.sleep(30)\n"
+)
+ON_TIME_REPLY = _reply("def process_graph(graph_data):\n    return []\n")
+
+
+@pytest.mark.root
+def test_a_late_sandbox_exit_after_the_result_is_retried_not_scored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sandbox that does not exit within ``EXIT_GRACE_S`` after its complete result is a
+    platform fault (``SandboxExitError``): the runner retries the episode and scores the
+    attempt that ended normally; only a late exit on every attempt is charged to the agent
+    (``agent_caused``, docs/metrics.md rule 2), never a ``sandbox:*`` verdict."""
+    require_root()
+    require_tool("bwrap")
+    from evaluator.sandbox import _io, _run
+
+    for module in (_io, _run):
+        monkeypatch.setattr(module, "EXIT_GRACE_S", 0.5)
+    app = ShortBudgetMalt()
+    query = app.generate(1, seed=5150, level=1)[0]
+    client = ScriptedClient([LATE_EXIT_REPLY, ON_TIME_REPLY])
+    retried = run_episode_guarded(app, query, client, max_steps=1, backoff_s=())
+    assert client.calls == 2
+    assert retried.infrastructure is None and retried.scored
+    assert not (retried.failure or "").startswith(("sandbox:", "agent_caused"))
+    every_time = run_episode_guarded(
+        app, query, ScriptedClient([LATE_EXIT_REPLY]), max_steps=1, backoff_s=()
+    )
+    assert every_time.failure == "agent_caused:SandboxExitError"

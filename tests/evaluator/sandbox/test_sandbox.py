@@ -21,9 +21,12 @@ import networkx as nx
 import pytest
 
 from evaluator.sandbox import (
+    SandboxExitError,
     SandboxLimits,
     SandboxSetupError,
     _bwrap,
+    _io,
+    _run,
     run_function,
 )
 from tests.conftest import require, require_root, require_tool
@@ -570,6 +573,33 @@ def test_forged_timing_cannot_lower_exec_s() -> None:
     result = run(code)
     assert result.value == 7  # the value it delivered, never another one
     assert result.exec_s >= 0.6
+
+
+def slow_exit(delay_s: float) -> str:
+    """Agent code that delivers the complete result 42 and exits ``delay_s`` later. (The
+    harness's own exit cannot be delayed from agent code: ``os._exit(main(...))`` looks
+    ``os._exit`` up before the agent runs. From the parent's side this is the same run.)"""
+    return WRITE + (
+        "def f(x):\n"
+        '    send(\'{"kind":"result","value":42}\')\n'
+        f"    time.sleep({delay_s})\n"
+        "    os._exit(0)\n"
+    )
+
+
+def test_late_exit_after_a_complete_result_is_a_platform_fault(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sandbox that exits after ``EXIT_GRACE_S`` (0.5 s here) once its result is in raises
+    ``SandboxExitError`` (infrastructure, retried by the runner), never a failed result."""
+    for module in (_io, _run):
+        monkeypatch.setattr(module, "EXIT_GRACE_S", 0.5)
+    on_time = run(slow_exit(0.1))
+    assert on_time.ok and on_time.value == 42
+    started = time.monotonic()
+    with pytest.raises(SandboxExitError, match="did not exit within 0.5 s"):
+        run(slow_exit(30))
+    assert time.monotonic() - started < 5.0  # killed at the grace, not waited for
 
 
 def test_module_level_work_counts_towards_exec_s() -> None:
