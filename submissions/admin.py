@@ -14,7 +14,15 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from submissions.errors import ServiceError
-from submissions.models import Agent, EpisodeRecord, Round, Submission, Team
+from submissions.models import (
+    Agent,
+    EpisodeRecord,
+    HeldOutPack,
+    PackExposure,
+    Round,
+    Submission,
+    Team,
+)
 from submissions.services.endpoints import agent_endpoint_check
 from submissions.services.rounds import round_create
 
@@ -106,3 +114,36 @@ class EpisodeRecordAdmin(admin.ModelAdmin):
         "failure",
     )
     list_filter = ("app_id", "level", "status")
+
+
+class PackExposureInline(admin.TabularInline):
+    """The exposure ledger of one pack: queries sent to each team, per submission."""
+
+    model = PackExposure
+    fields = ("created_at", "round", "team", "submission", "queries", "while_sealed")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """The ledger is written by the services only."""
+        return False
+
+
+@admin.register(HeldOutPack)
+class HeldOutPackAdmin(admin.ModelAdmin):
+    """Held-out packs: state (sealed, spent), the round that spent each, its exposure ledger.
+    Read-only: packs are recorded by rounds and spent by closing them
+    (``submissions.services.packs``)."""
+
+    list_display = ("app_id", "name", "sha256", "state", "sealed_at", "spent_at", "spent_by")
+    list_filter = ("app_id", "state")
+    readonly_fields = (
+        "app_id", "name", "sha256", "description", "state", "sealed_at", "spent_at", "spent_by"
+    )
+    exclude = ("archive",)
+    inlines = [PackExposureInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        """Recorded by rounds only."""
+        return False
