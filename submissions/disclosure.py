@@ -153,6 +153,10 @@ def submission_is_spent(submission: Submission) -> bool:
 
 
 def _has_sealed_pack(submission: Submission) -> bool:
+    """True when a pack the submission drew from is sealed on this site. A version the site
+    never recorded (stored before packs had a life) counts as sealed for a practice
+    submission, and as published for a closed round's (closing a round published its packs
+    then too)."""
     recorded = [
         (app_id, name, digest)
         for app_id, named in (submission.packs or {}).items()
@@ -160,12 +164,18 @@ def _has_sealed_pack(submission: Submission) -> bool:
     ]
     if not recorded:
         return False
-    spent = set(
-        HeldOutPack.objects.filter(
-            state=HeldOutPack.State.SPENT, sha256__in=[d for _, _, d in recorded]
-        ).values_list("app_id", "name", "sha256")
+    states = dict(
+        ((app_id, name, digest), state)
+        for app_id, name, digest, state in HeldOutPack.objects.filter(
+            sha256__in=[d for _, _, d in recorded]
+        ).values_list("app_id", "name", "sha256", "state")
     )
-    return any(item not in spent for item in recorded)
+    unknown_is_sealed = submission.round_id is None
+    return any(
+        states.get(item, HeldOutPack.State.SEALED if unknown_is_sealed else None)
+        == HeldOutPack.State.SEALED
+        for item in recorded
+    )
 
 
 def disclosure_for(user: Any, submission: Submission) -> Disclosure:
