@@ -431,6 +431,9 @@ class MaltLearner:
         self.forms: dict[str, list[list[Any]]] = {}
         self.learned = 0
 
+    def __str__(self) -> str:
+        return f"{len(self.forms)} clause forms from {self.learned} queries"
+
     def learn(self, queries: Iterable[Query]) -> None:
         """Learn from each query's prompt and ground truth (``program``, ``graph_key``, and
         ``fabric`` on a pack's fabric variant, whose graph the learner does not build)."""
