@@ -128,8 +128,9 @@ def abstract(clause: str) -> tuple[str, list[Slot]]:
         slots.append(("K", KIND_OF_WORD[m["K"].lower()]))
         return "<K>"
 
-    form = _SLOT_RE.sub(slot, clause).lower()
-    form = re.sub(r"\ban\b", "a", form)
+    form = re.sub(r"\ban\b", "a", _SLOT_RE.sub(slot, clause).lower())
+    for token in "NCIKT":
+        form = form.replace(f"<{token.lower()}>", f"<{token}>")
     return form, slots
 
 
