@@ -29,9 +29,13 @@ The rule (:func:`learn_kind`, per exposed fault whose injection uses ``ip``):
   command the scripted agent already reads (it repairs those itself) are dropped.
 
 Playing (:meth:`RouteLearner.reply`, a pure function of the chat history, one command per step):
-a repair derived from an earlier learned read comes first; then a repair the scripted agent
-derived from its own reads; then a learned read on the scripted agent's suspects (most suspect
-first; a machine that already yielded a repair is not read again); then the scripted agent.
+a repair derived from the output of an earlier read (any read: the signatures are looked for
+in every output) comes first; then a repair the scripted agent derived from its own reads;
+then, machine by machine (the scripted agent's suspects, most suspect first, each host followed
+by the router serving its subnet, then every router; a machine that already yielded a repair is
+skipped), the learned reads not yet made on it (most often seen kind first), and then the
+scripted agent's next read when it is on that machine; then the scripted agent (whose ``done``
+waits until no learned read is left while pingall still fails).
 
 Targets (``benchmarks/bench_difficulty.py --apps route --agents oracle,scripted,adaptive
 --exposed-pack tests/variant_packs/route/heldout-faults --sealed-pack
@@ -233,7 +237,7 @@ class RouteLearner:
         if not plan.machines or not self.kinds:
             return fallback
         steps = scripted._history(history, plan.prefix)
-        reads = {k.read for k in self.kinds.values()}
+        reads = {k.read for k in self.kinds.values()} | scripted_reads()
         done_reads: set[tuple[str, str]] = set()
         repaired: set[str] = set()
         for position, step in enumerate(steps):
@@ -243,34 +247,37 @@ class RouteLearner:
             if machine is None:
                 continue
             if step.command not in reads:
-                if step.command not in scripted_reads():
-                    repaired.add(step.machine)
+                repaired.add(step.machine)
                 continue
             done_reads.add((step.machine, step.command))
             later = {(s.machine, s.command) for s in steps[position + 1:]}
-            for fix in self._fixes(step.command, machine, step.output):
+            for fix in self._fixes(machine, step.output):
                 if (step.machine, fix) not in later:
                     return command_reply(plan.prefix + step.machine, fix)
-        parsed = fallback_command(fallback)
-        if parsed is not None and parsed[1] not in scripted_reads():
-            return fallback  # the scripted agent repairs what its own reads showed
+        suggested = fallback_command(fallback)
+        if suggested is not None and suggested[1] not in scripted_reads():
+            return fallback  # a repair the scripted agent derived from its reads
         current = _current_failures(history, plan)
         if not current:
-            return fallback
-        for name, _reads in scripted.suspects(plan, current):
+            return fallback  # healthy, or repaired
+        suggested_machine = suggested[0].removeprefix(plan.prefix) if suggested else None
+        kinds = sorted(self.kinds.values(), key=lambda k: -k.seen)
+        for name in _candidates(plan, current):
             if name in repaired:
                 continue
             where = "router" if plan.is_router(name) else "host"
-            for kind in self.kinds.values():
+            for kind in kinds:
                 if where in kind.where and (name, kind.read) not in done_reads:
                     return command_reply(plan.prefix + name, kind.read)
+            if name == suggested_machine:
+                return fallback  # the scripted agent's next read on the same machine
         return fallback
 
-    def _fixes(self, read: str, machine: scripted.Machine, output: str) -> list[str]:
+    def _fixes(self, machine: scripted.Machine, output: str) -> list[str]:
+        """The learned repairs of every line of a read's output (a signature is looked for in
+        every read: ``ip addr show`` shows a bridge master as ``ip link show`` does)."""
         fixes: list[str] = []
         for kind in self.kinds.values():
-            if kind.read != read:
-                continue
             for line in output.splitlines():
                 values = kind.matches(line)
                 if values is not None:
@@ -290,6 +297,20 @@ def fallback_command(reply: str) -> tuple[str, str] | None:
     if parsed.command is None or parsed.machine is None:
         return None
     return parsed.machine, parsed.command
+
+
+def _candidates(plan: scripted.Plan, failing: set[tuple[str, str]]) -> list[str]:
+    """Machines to read, in order: the scripted agent's suspects, each host followed by the
+    router serving its subnet (a fault on the router can cut one host alone), then every
+    router."""
+    order: list[str] = []
+    for name, _reads in scripted.suspects(plan, failing):
+        order.append(name)
+        subnet = plan.machines[name].subnet if name in plan.machines else None
+        if subnet is not None:
+            order.append(plan.owner.get(subnet, "r0"))
+    order.extend(sorted(n for n in plan.machines if plan.is_router(n)))
+    return list(dict.fromkeys(order))
 
 
 def _current_failures(history: list[JSON], plan: scripted.Plan) -> set[tuple[str, str]]:
