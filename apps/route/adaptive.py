@@ -24,6 +24,11 @@ The rule (:func:`learn_kind`, per exposed fault whose injection uses ``ip``):
   the scripted agent's plan reader lists them). Commands with a value the line cannot give
   are left to the scripted agent.
 * **Where.** Each kind remembers whether it was seen on hosts, routers or both.
+* **Order.** A kind whose repair came after every other fault's in each exposed repair
+  sequence that had another fault (``LT``: a hijacked subnet answers for hosts another fault
+  cuts off, so repairing it first breaks pairs that look reachable) is repaired last: its
+  repair waits until another repair has been made after it was found, or until no suspect host
+  is left to read (the episode ends by itself if the other repairs make pingall full).
 * **Kept.** A kind seen again keeps the keywords both examples share and both repairs. Kinds
   left without keywords (nothing tells their line from a healthy one) and kinds read by a
   command the scripted agent already reads (it repairs those itself) are dropped.
@@ -99,6 +104,8 @@ class LearnedKind:
             routes through that interface (a whole command per route).
         where: ``host`` and/or ``router``.
         seen: how many exposed faults taught it.
+        last: whether every exposed repair sequence with another fault repaired this kind
+            after the others (None: never seen beside another fault).
     """
 
     label: str
@@ -108,6 +115,7 @@ class LearnedKind:
     repairs: list[list[Any]] = field(default_factory=list)
     where: set[str] = field(default_factory=set)
     seen: int = 0
+    last: bool | None = None
 
     def matches(self, line: str) -> list[tuple[str, str]] | None:
         """The line's typed values when it shows this fault (rule in the module docstring)."""
@@ -208,12 +216,16 @@ class RouteLearner:
         return f"{len(self.kinds)} fault kinds from {self.learned} queries ({names})"
 
     def learn(self, queries: Iterable[Query]) -> None:
-        """Learn from each query's ground truth (``faults``)."""
+        """Learn from each query's ground truth (``faults``, and the order of ``repair``)."""
         for query in queries:
-            for fault in query.ground_truth.get("faults", []):
+            faults = query.ground_truth.get("faults", [])
+            order = [str(step.get("command", "")) for step in query.ground_truth.get("repair", [])]
+            for fault in faults:
                 kind = learn_kind(fault)
                 if kind is None:
                     continue
+                if len(faults) > 1:
+                    kind.last = _repaired_last(fault, faults, order)
                 known = self.kinds.get((kind.label, kind.read))
                 if known is None:
                     self.kinds[(kind.label, kind.read)] = kind
@@ -222,6 +234,8 @@ class RouteLearner:
                     known.where |= kind.where
                     known.keywords = tuple(k for k in known.keywords if k in kind.keywords)
                     known.repairs.extend(t for t in kind.repairs if t not in known.repairs)
+                    if kind.last is not None:
+                        known.last = kind.last if known.last is None else known.last and kind.last
             self.learned += 1
         # a signature without words cannot tell a fault from a healthy line, and what the
         # scripted agent reads it also repairs: keep the kinds that add something
@@ -240,6 +254,7 @@ class RouteLearner:
         reads = {k.read for k in self.kinds.values()} | scripted_reads()
         done_reads: set[tuple[str, str]] = set()
         repaired: set[str] = set()
+        deferred: list[str] = []  # repairs of kinds repaired last, once nothing else is left
         for position, step in enumerate(steps):
             if step.machine is None or step.command is None:
                 continue
@@ -251,17 +266,29 @@ class RouteLearner:
                 continue
             done_reads.add((step.machine, step.command))
             later = {(s.machine, s.command) for s in steps[position + 1:]}
-            for fix in self._fixes(machine, step.output):
-                if (step.machine, fix) not in later:
+            for fix, last in self._fixes(machine, step.output):
+                if (step.machine, fix) in later:
+                    continue
+                if last:
+                    deferred.append(command_reply(plan.prefix + step.machine, fix))
+                    if any(s.command not in reads for s in steps[position + 1:]):
+                        return deferred[-1]  # another repair came after it: now it is last
+                else:
                     return command_reply(plan.prefix + step.machine, fix)
         suggested = fallback_command(fallback)
         if suggested is not None and suggested[1] not in scripted_reads():
             return fallback  # a repair the scripted agent derived from its reads
         current = _current_failures(history, plan)
         if not current:
-            return fallback  # healthy, or repaired
+            return deferred[0] if deferred else fallback  # healthy, or repaired
         suggested_machine = suggested[0].removeprefix(plan.prefix) if suggested else None
         kinds = sorted(self.kinds.values(), key=lambda k: -k.seen)
+        if deferred and not any(
+            (name, kind.read) not in done_reads
+            for name, _reads in scripted.suspects(plan, current) if not plan.is_router(name)
+            for kind in kinds if "host" in kind.where
+        ):
+            return deferred[0]  # no suspect host is left to read: nothing else to repair first
         for name in _candidates(plan, current):
             if name in repaired:
                 continue
@@ -271,18 +298,33 @@ class RouteLearner:
                     return command_reply(plan.prefix + name, kind.read)
             if name == suggested_machine:
                 return fallback  # the scripted agent's next read on the same machine
+        if deferred and suggested is None:
+            return deferred[0]
         return fallback
 
-    def _fixes(self, machine: scripted.Machine, output: str) -> list[str]:
-        """The learned repairs of every line of a read's output (a signature is looked for in
-        every read: ``ip addr show`` shows a bridge master as ``ip link show`` does)."""
-        fixes: list[str] = []
+    def _fixes(self, machine: scripted.Machine, output: str) -> list[tuple[str, bool]]:
+        """The learned repairs of every line of a read's output, each with whether its kind is
+        repaired last (a signature is looked for in every read: ``ip addr show`` shows a
+        bridge master as ``ip link show`` does)."""
+        fixes: list[tuple[str, bool]] = []
         for kind in self.kinds.values():
             for line in output.splitlines():
                 values = kind.matches(line)
                 if values is not None:
-                    fixes.extend(f for f in kind.fixes(machine, values) if f not in fixes)
+                    fixes.extend((f, bool(kind.last)) for f in kind.fixes(machine, values)
+                                 if (f, bool(kind.last)) not in fixes)
         return fixes
+
+
+def _repaired_last(fault: JSON, faults: list[JSON], order: list[str]) -> bool:
+    """Whether ``fault``'s repair commands all come after every other fault's in ``order``
+    (the ground truth's repair sequence)."""
+    def positions(f: JSON) -> list[int]:
+        return [i for i, c in enumerate(order) if c in f.get("repair", [])]
+
+    mine = positions(fault)
+    others = [i for f in faults if f is not fault for i in positions(f)]
+    return bool(mine) and all(i > j for i in mine for j in others)
 
 
 def scripted_reads() -> frozenset[str]:
