@@ -300,6 +300,7 @@ def main() -> None:
         teacher = exposed if exposed is not None and exposed.app_id == app_id else None
         if exposed is not None:
             if teacher is None:
+                print(f"app {app_id}: skipped (--exposed-pack is a pack of {exposed.app_id})")
                 continue
             sources.append((f"exposed ({teacher.name})", generate_batch(
                 app, args.queries, args.seed, packs=[teacher], share=1.0)))
