@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -65,12 +66,22 @@ from evaluator.variants import (  # noqa: E402
 )
 
 AGENTS = ("oracle", "scripted", "floor", "null")
+
+
+class Learner(Protocol):
+    """An app's adaptive agent after learning (``apps.<app>.adaptive.learner_from``)."""
+
+    def reply(self, history: list[JSON]) -> str:
+        """The next reply to the chat ``history``."""
+        ...
+
+
 #: Default size of the batch the adaptive agent learns from.
 EXPOSURE_QUERIES = 200
 #: The adaptive agent of each app that has one: ``learner_from(queries)`` returning an object
 #: whose ``reply(history)`` answers (set by :func:`learn_exposure` before episodes run; worker
 #: processes are forked after it, so they inherit it).
-LEARNERS: dict[str, object] = {}
+LEARNERS: dict[str, Learner] = {}
 
 
 class ReplyClient(AgentClient):
@@ -104,13 +115,13 @@ def plays(app: App, agent: str) -> bool:
     return True
 
 
-def learn_exposure(app: App, pack: VariantPack, seed: int, count: int) -> object:
+def learn_exposure(app: App, pack: VariantPack, seed: int, count: int) -> Learner:
     """The adaptive agent of ``app`` after learning from the exposure batch: ``count`` queries
     of ``pack`` drawn with ``seed`` (their prompts and ground truths, what a team sees once
     the pack is spent). Stored in :data:`LEARNERS` for :func:`client_for`."""
     module = importlib.import_module(f"apps.{app.app_id}.adaptive")
     exposure = generate_batch(app, count, seed, packs=[pack], share=1.0)
-    learner = module.learner_from(exposure)
+    learner: Learner = module.learner_from(exposure)
     LEARNERS[app.app_id] = learner
     return learner
 
@@ -127,7 +138,7 @@ def client_for(agent: str, app: App, query: Query) -> AgentClient:
         learner = LEARNERS.get(app.app_id)
         if learner is None:
             raise RuntimeError(f"the adaptive agent of {app.app_id} has learned nothing")
-        return ReplyClient(learner.reply)  # type: ignore[attr-defined]
+        return ReplyClient(learner.reply)
     return ReplyClient(app.null_reply)
 
 
