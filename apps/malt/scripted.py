@@ -38,7 +38,8 @@ from apps.malt.reference import (
 
 #: A description of a node, resolved at run time (see ``_RUNTIME``):
 #: ``{"id": node id}``, ``{"name": name, "kind": kind or None}``,
-#: ``{"extreme": "max"|"min", "kind": kind, "scope": description or None}``.
+#: ``{"extreme": "max"|"min", "kind": kind, "scope": description or None}``,
+#: ``{"holder_of": description, "kind": kind}`` (the described node's container of that kind).
 Ref = dict[str, Any]
 
 _KIND_OF_WORD = {
@@ -294,6 +295,17 @@ def scripted_reply(history: list[JSON]) -> str:
     program = scripted_program(request_text(history))
     if not program:
         return NULL_REPLY
+    return program_reply(program)
+
+
+def program_reply(program: list[Op]) -> str:
+    """A reply whose ``process_graph`` runs ``program`` with the run-time interpreter below.
+
+    ``program`` is in the language of :mod:`apps.malt.operations`, except that node operands
+    and new names may be descriptions (:data:`Ref`; also ``{"holder_of": ref, "kind": kind}``,
+    the container of that kind of the node ``ref`` names), resolved inside the sandbox. Other
+    no-model agents (:mod:`apps.malt.adaptive`) answer through this too.
+    """
     header = (
         f"PROGRAM = json.loads({json.dumps(json.dumps(program))})\n"
         f"ANSWER_IS_GRAPH = {answer_kind(program) == 'graph'!r}\n"
@@ -347,6 +359,11 @@ def _resolve(initial, g, ref, item):
             hits = [h for h in hits if initial.nodes[h]["type"] not in
                     ("EK_CHASSIS", "EK_CONTROL_POINT")] or hits
         return hits[0] if hits else ref["kind"] + ":" + ref["name"]
+    if "holder_of" in ref:
+        child = _resolve(initial, g, ref["holder_of"], item)
+        return sorted(p for p in initial.predecessors(child)
+                      if initial.edges[p, child].get("type") == CONTAINS
+                      and initial.nodes[p]["type"] == ref["kind"])[0]
     if "highest_port_of" in ref:
         switch = _resolve(initial, g, ref["highest_port_of"], item)
         ports = [p for p in _children(g, switch) if g.nodes[p]["type"] == "EK_PORT"]

@@ -24,13 +24,14 @@ from submissions.services import submissions as submission_services
 pytestmark = pytest.mark.django_db
 
 PACKS = Path(__file__).resolve().parents[1] / "variant_packs" / "malt"
+#: The one pack these rounds draw from (the directory holds others: heldout-families).
 PACK = PACKS / "heldout-wording"
 QUERIES = 16
 
 
 @pytest.fixture
 def held_out(monkeypatch):
-    monkeypatch.setenv(VARIANT_DIRS_ENV, str(PACKS))
+    monkeypatch.setenv(VARIANT_DIRS_ENV, str(PACK))
     monkeypatch.delenv("NETARENA_HELD_OUT_SHARE", raising=False)
     reset_configured_packs()
     yield
@@ -69,7 +70,7 @@ def test_round_commits_to_its_packs_and_regenerates_after_the_reveal(
     out = io.StringIO()
     call_command(
         "generate_queries", app="malt", seed=evaluation_round.seed, count=QUERIES,
-        salt=evaluation_round.salt, variant_pack=[str(PACKS)], held_out_share=0.5, stdout=out,
+        salt=evaluation_round.salt, variant_pack=[str(PACK)], held_out_share=0.5, stdout=out,
     )
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     *rows, last = lines

@@ -1,0 +1,259 @@
+"""The k8s *adaptive* agent: no model, it learns a pack's architecture statements and how the
+pack writes its healthy policies from one exposed batch (prompts and ground truths).
+
+After a practice submission on a spent pack a team sees each query's prompt and ground truth:
+for k8s the intended connectivity (``expected``, ``[[src, dst, "TCP/port"], ...]``) and the
+healthy version of every policy the query changed (``repair``, ``baseline``). This agent learns
+from exactly that (issue 30, item 4), then restores a fresh query's own healthy set; on a
+statement it cannot read it plays the scripted agent (:mod:`apps.k8s.scripted`).
+
+The rule (:class:`K8sLearner`):
+
+* **Statement forms.** The lines under "Intended connectivity" in the prompt are abstracted:
+  service names (:data:`apps.k8s.manifests.SERVICES`, public) become ``<S>`` slots and numbers
+  ``<I>`` slots. Each line form is mapped to the edges of the ground truth's ``expected`` it
+  states, as ``(caller slot, callee slot, port slot)`` triples (a form that states none maps
+  to none).
+* **Policy templates.** Every healthy policy of a service seen in an exposure (``repair``,
+  ``baseline`` and the public healthy set) is abstracted against that example's edges: its
+  ingress rules become one template per caller (the caller's name and the service's port as
+  slots), its egress rules one template per callee, a service that calls nothing keeps its
+  literal egress, and the rest of the policy (name, selector, types) a skeleton with the
+  service's name as slot. The templates every example agrees on are kept (the most seen).
+* **Answer.** A fresh prompt whose every statement line has a known form gives the intended
+  edges; the healthy set is the public deny-all policy plus one policy per service built from
+  the templates; it is applied in one ``kubectl apply``; if mismatches remain, policies
+  outside that set are listed and deleted; then ``done`` (``healthy`` on a clean first
+  report).
+
+Targets (``benchmarks/bench_difficulty.py --apps k8s --agents oracle,scripted,adaptive
+--exposed-pack tests/variant_packs/k8s/heldout-architecture``): at least 80% correct and safe on
+a fresh batch of the exposed pack.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from evaluator.types import JSON, Query
+
+from apps.k8s import manifests
+from apps.k8s.reference import apply_command, last_report
+from apps.k8s.replies import DONE_WORD, HEALTHY_WORD
+from apps.k8s.scripted import (
+    DELETE_POLICIES,
+    LIST_POLICIES,
+    _fence,
+    _sent,
+    policy_names,
+    scripted_reply,
+)
+
+Obj = dict[str, Any]
+Edge = tuple[str, str, int]
+_SERVICE_RE = re.compile(
+    r"(?<![\w-])(" + "|".join(re.escape(s) for s in sorted(manifests.SERVICES, key=len,
+                                                           reverse=True)) + r")(?![\w-])")
+_SECTION_RE = re.compile(r"Intended connectivity[^\n]*\n(?P<lines>(?:[-*] [^\n]*\n?)+)")
+_CALLER, _PORT, _SELF, _CALLEE, _CPORT = "$caller", "$port", "$self", "$callee", "$callee_port"
+
+
+def statement_lines(prompt: str) -> list[str]:
+    """The list lines under "Intended connectivity" (``[]`` when the prompt has none)."""
+    match = _SECTION_RE.search(prompt)
+    return [line.strip() for line in match["lines"].splitlines()] if match else []
+
+
+def abstract_line(line: str) -> tuple[str, list[str | int]]:
+    """``(form, slots)``: service names as ``<S>``, numbers as ``<I>``, slots in text order."""
+    slots: list[str | int] = []
+
+    def slot(m: re.Match[str]) -> str:
+        if m[1] is not None:
+            slots.append(m[1])
+            return "<S>"
+        slots.append(int(m[2]))
+        return "<I>"
+
+    pattern = re.compile(_SERVICE_RE.pattern + r"|(?<![\w-])(\d+)(?![\w-])")
+    return pattern.sub(slot, line), slots
+
+
+def _edges(truth: JSON) -> set[Edge]:
+    return {(str(s), str(d), int(str(p).split("/")[1])) for s, d, p in truth.get("expected", [])}
+
+
+def _abstract(value: Any, names: dict[str, str], ports: dict[int, str]) -> Any:
+    """``value`` with service names and ports replaced by slot markers."""
+    if isinstance(value, dict):
+        return {k: _abstract(v, names, ports) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_abstract(v, names, ports) for v in value]
+    if isinstance(value, str) and value in names:
+        return names[value]
+    if isinstance(value, int) and not isinstance(value, bool) and value in ports:
+        return ports[value]
+    return value
+
+
+def _fill(value: Any, slots: dict[str, Any]) -> Any:
+    if isinstance(value, dict):
+        return {k: _fill(v, slots) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, slots) for v in value]
+    if isinstance(value, str) and value in slots:
+        return slots[value]
+    return value
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+class K8sLearner:
+    """Learned statement forms and policy templates (module docstring).
+
+    ``forms``: ``{form: [(caller slot, callee slot, port slot), ...]}``; the template counters
+    map a template's JSON to how many examples showed it.
+    """
+
+    def __init__(self) -> None:
+        self.forms: dict[str, list[tuple[int, int, int]]] = {}
+        self.skeletons: Counter[str] = Counter()
+        self.ingress: Counter[str] = Counter()
+        self.egress: Counter[str] = Counter()
+        self.no_egress: Counter[str] = Counter()
+        self.learned = 0
+
+    def __str__(self) -> str:
+        return (f"{len(self.forms)} statement forms, {len(self.skeletons)} policy skeletons "
+                f"from {self.learned} queries")
+
+    def learn(self, queries: Iterable[Query]) -> None:
+        """Learn from each query's prompt and ground truth (``expected``, ``repair``,
+        ``baseline``); the public healthy set is learned once, on the public edges."""
+        public = {(s, d, int(p.split("/")[1])) for s, d, p in manifests.expected_edges()}
+        for policy in manifests.healthy_policies().values():
+            self._learn_policy(policy, public)
+        for query in queries:
+            edges = _edges(query.ground_truth)
+            if not edges:
+                continue
+            for line in statement_lines(query.prompt):
+                form, slots = abstract_line(line)
+                triples = [
+                    (slots.index(s), slots.index(d), slots.index(p))
+                    for s, d, p in sorted(edges) if s in slots and d in slots and p in slots
+                    and slots.index(s) != slots.index(d)
+                ]
+                self.forms.setdefault(form, triples)
+            truth = query.ground_truth
+            for group in ("repair", "baseline"):
+                for policy in (truth.get(group) or {}).values():
+                    self._learn_policy(policy, edges)
+            self.learned += 1
+
+    def _learn_policy(self, policy: Obj, edges: set[Edge]) -> None:
+        """Templates of one healthy service policy (others, e.g. deny-all, are skipped)."""
+        spec = policy.get("spec", {})
+        selects = spec.get("podSelector", {}).get("matchLabels", {}).get(manifests.APP_LABEL)
+        name = policy.get("metadata", {}).get("name")
+        if selects not in manifests.SERVICES or name != selects:
+            return
+        callers = {s: p for s, d, p in edges if d == selects}
+        callees = {d: p for s, d, p in edges if s == selects}
+        skeleton = {k: v for k, v in policy.items() if k != "spec"}
+        skeleton["spec"] = {k: v for k, v in spec.items() if k not in ("ingress", "egress")}
+        self.skeletons[_key(_abstract(skeleton, {selects: _SELF}, {}))] += 1
+        for rule in spec.get("ingress", []):
+            text = _key(rule)
+            caller = next((c for c in callers if f'"{c}"' in text), None)
+            if caller is not None:
+                self.ingress[_key(_abstract(rule, {caller: _CALLER},
+                                            {callers[caller]: _PORT}))] += 1
+        if not callees:
+            self.no_egress[_key(spec.get("egress", []))] += 1
+        for rule in spec.get("egress", []):
+            text = _key(rule)
+            callee = next((c for c in callees if f'"{c}"' in text), None)
+            if callee is not None:
+                self.egress[_key(_abstract(rule, {callee: _CALLEE},
+                                           {callees[callee]: _CPORT}))] += 1
+
+    def intended(self, prompt: str) -> set[Edge] | None:
+        """The intended edges a fresh prompt states, or None when a line's form is unknown."""
+        lines = statement_lines(prompt)
+        if not lines:
+            return None
+        edges: set[Edge] = set()
+        for line in lines:
+            form, slots = abstract_line(line)
+            if form not in self.forms:
+                return None
+            for s, d, p in self.forms[form]:
+                edges.add((str(slots[s]), str(slots[d]), int(slots[p])))
+        return edges
+
+    def healthy_set(self, edges: set[Edge]) -> dict[str, Obj]:
+        """The healthy policies for ``edges``: deny-all, then one per service from the most
+        seen templates (raises ``ValueError`` when a template is missing)."""
+        if not (self.skeletons and self.ingress and self.egress and self.no_egress):
+            raise ValueError("nothing learned")
+
+        def best(counter: Counter[str]) -> Any:
+            return json.loads(counter.most_common(1)[0][0])
+
+        policies = {manifests.DENY_ALL: manifests.deny_all_policy()}
+        for service in manifests.SERVICES:
+            policy = _fill(best(self.skeletons), {_SELF: service})
+            callers = sorted((s, p) for s, d, p in edges if d == service)
+            callees = sorted((d, p) for s, d, p in edges if s == service)
+            policy["spec"]["ingress"] = [
+                _fill(best(self.ingress), {_CALLER: caller, _PORT: port})
+                for caller, port in callers]
+            policy["spec"]["egress"] = (
+                [_fill(best(self.egress), {_CALLEE: callee, _CPORT: port})
+                 for callee, port in callees] if callees else copy.deepcopy(best(self.no_egress)))
+            policies[service] = policy
+        return policies
+
+    def reply(self, history: list[JSON]) -> str:
+        """The next reply (module docstring); the scripted agent's when the statement is not
+        in a learned form."""
+        first = next((str(m.get("content") or "") for m in history if m.get("role") == "user"),
+                     "")
+        edges = self.intended(first)
+        if edges is None:
+            return scripted_reply(history)
+        try:
+            healthy = self.healthy_set(edges)
+        except ValueError:
+            return scripted_reply(history)
+        steps = _sent(history)
+        if not steps:
+            return HEALTHY_WORD if not last_report(history) else _fence(
+                apply_command(list(healthy.values())))
+        commands = [cmd for cmd, _ in steps]
+        if not any(cmd.startswith("kubectl apply") for cmd in commands):
+            return _fence(apply_command(list(healthy.values())))
+        if not last_report(history):
+            return DONE_WORD
+        listed = [obs for cmd, obs in steps if cmd == LIST_POLICIES]
+        if not listed:
+            return _fence(LIST_POLICIES)
+        if any(cmd.startswith(DELETE_POLICIES) for cmd in commands):
+            return DONE_WORD
+        extra = [name for name in policy_names(listed[-1]) if name not in healthy]
+        return _fence(" ".join([DELETE_POLICIES, *extra])) if extra else DONE_WORD
+
+
+def learner_from(queries: Iterable[Query]) -> K8sLearner:
+    """A :class:`K8sLearner` that has learned from ``queries``."""
+    learner = K8sLearner()
+    learner.learn(queries)
+    return learner
