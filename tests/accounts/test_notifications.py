@@ -15,7 +15,7 @@ from django.utils import timezone
 from accounts import notifications
 from accounts import services as team_services
 from evaluator.testing import GuessApp, registered_app
-from submissions.models import Agent, EpisodeRecord, Submission
+from submissions.models import Agent, EpisodeRecord, Round, Submission
 from submissions.services import episodes as episode_services
 from submissions.services import submissions as submission_services
 from submissions.signals import submission_closed
@@ -81,6 +81,25 @@ def test_sent_once_to_members_who_want_it(
     submission_closed.send(sender=Submission, submission_id=submission.pk)
     assert notifications.submission_finished_notify(submission_id=submission.pk) == 0
     assert len(mail.outbox) == 1
+
+
+def test_a_round_submission_mail_carries_no_figure_while_the_round_is_open(
+    team_agent: Agent, django_capture_on_commit_callbacks: Any
+) -> None:
+    evaluation_round = Round.objects.create(number=1, seed=3, apps=["guess"], queries_per_app=3)
+    submission = Submission.objects.create(
+        agent=team_agent, round=evaluation_round, seed=3, apps=["guess"], queries_per_app=3
+    )
+    with django_capture_on_commit_callbacks(execute=False):
+        submission_services.submission_prepare(submission_id=submission.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        for episode in EpisodeRecord.objects.filter(submission=submission):
+            episode_services.episode_execute(episode_id=episode.pk)
+    assert len(mail.outbox) == 1
+    body, subject = mail.outbox[0].body, mail.outbox[0].subject
+    assert "published when round 1 closes" in body
+    assert "%" not in body + subject and "correct and safe" not in body
+    assert "result.json" not in body
 
 
 def test_the_next_submission_says_how_it_differs(
