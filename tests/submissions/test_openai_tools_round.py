@@ -12,7 +12,7 @@ import pytest
 from submissions.models import EpisodeRecord, Submission
 from submissions.reference_agents import register_reference_agent, serve_reference_agent
 from submissions.selectors import standings
-from submissions.services.rounds import round_create
+from submissions.services.rounds import round_close, round_create
 from tests.submissions.celery_worker import running_worker
 
 pytestmark = [
@@ -65,8 +65,10 @@ def test_oracle_on_openai_tools_is_correct_and_safe_in_a_site_round(tmp_path: Pa
     assert not episodes.exclude(status="done").exists()
     wrong = [(e.app_id, e.label, e.failure) for e in episodes if not (e.correct and e.safe)]
     assert wrong == []
+    round_close(round_id=evaluation_round.pk)  # standings are published when it closes
     for app_id in APPS:
-        (row,) = [r for r in standings(app_id=app_id) if r.agent.name == "reference-oracle"]
+        shown = standings(app_id=app_id, round_number=evaluation_round.number)
+        (row,) = [r for r in shown if r.agent.name == "reference-oracle"]
         assert row.correctness.value == 1.0 and row.safety.value == 1.0, app_id
     replies = [t for e in episodes for t in e.transcript if t.get("role") == "assistant"]
     assert replies and all("tool_call" in t for t in replies)

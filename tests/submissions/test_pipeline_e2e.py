@@ -20,7 +20,7 @@ from django.core.management import call_command
 from submissions.models import EpisodeRecord, Submission
 from submissions.reference_agents import register_reference_agent, serve_reference_agent
 from submissions.selectors import standings
-from submissions.services.rounds import round_create
+from submissions.services.rounds import round_close, round_create
 from tests.conftest import require, require_tool
 from tests.submissions.celery_worker import running_worker
 
@@ -103,7 +103,10 @@ def test_round_through_celery_redis_and_http_agents(worker, tmp_path, live_serve
         episodes = EpisodeRecord.objects.filter(submission__round=evaluation_round)
         assert episodes.count() == 16
         assert not episodes.exclude(status="done").exists()
-        rows = {r.agent.name: r for r in standings(app_id="malt")}
+        round_close(round_id=evaluation_round.pk)  # standings are published when it closes
+        rows = {
+            r.agent.name: r for r in standings(app_id="malt", round_number=evaluation_round.number)
+        }
         assert rows["reference-oracle"].correctness.value == 1.0
         assert rows["reference-oracle"].safety.value == 1.0
         assert rows["reference-null"].correctness.value == 0.0
@@ -163,8 +166,12 @@ def test_three_app_round_with_healthy_controls_is_rejudged_exactly(tmp_path):
             assert set(subs.values_list("status", flat=True)) == {"finished"}
             episodes = EpisodeRecord.objects.filter(submission__round=evaluation_round)
             assert episodes.count() == 60 and not episodes.exclude(status="done").exists()
+            round_close(round_id=evaluation_round.pk)
             for app_id in apps:
-                rows = {r.agent.name: r for r in standings(app_id=app_id)}
+                rows = {
+                    r.agent.name: r
+                    for r in standings(app_id=app_id, round_number=evaluation_round.number)
+                }
                 oracle, null = rows["reference-oracle"], rows["reference-null"]
                 assert oracle.correctness.value == 1.0 and oracle.safety.value == 1.0, app_id
                 assert null.correctness.value == 0.0, app_id
