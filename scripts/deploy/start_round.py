@@ -2,12 +2,13 @@
 
 Used by scripts/deploy_check.sh; standard library only (it runs on the host, outside the
 images). Logs in on ``/accounts/login/``, posts ``/rounds/new/`` and polls
-``/api/v1/rounds/<n>/`` until no submission of the round is open. The site speaks plain HTTP
+``/api/v1/rounds/<n>/`` until no submission of the round is open, then closes it (its
+standings are published only then: docs/operating-rounds.md). The site speaks plain HTTP
 behind its (absent) TLS proxy, so every request carries ``X-Forwarded-Proto: https`` and the
 cookies are kept by hand (they are ``Secure``, which a client would only send over TLS).
 
 Usage: python3 start_round.py BASE_URL USERNAME PASSWORD APPS QUERIES_PER_APP TIMEOUT_S
-Exit status 0 when the round finished; 1 with the reason otherwise.
+Exit status 0 when the round finished and closed; 1 with the reason otherwise.
 """
 
 from __future__ import annotations
@@ -94,10 +95,23 @@ def main(argv: list[str]) -> int:
             print(f"start_round: {progress['done']}/{progress['total']} episodes done", flush=True)
             last = shown
         if progress["total"] and not progress["open_submissions"]:
-            return 0
+            break
         if time.monotonic() > deadline:
             sys.exit(f"start_round: round {number} still open after {timeout_s} s: {progress}")
         time.sleep(2)
+    # close it, as an admin does on the round page: its standings are published then and it
+    # becomes the board's ranking of record
+    token = site.csrf_form(f"/rounds/{number}/")
+    status, _, html = site.request(
+        "POST", f"/rounds/{number}/close/", {"csrfmiddlewaretoken": token}
+    )
+    if status != 302:
+        sys.exit(f"start_round: POST /rounds/{number}/close/ answered {status}: {html[:500]}")
+    status, _, text = site.request("GET", f"/api/v1/rounds/{number}/")
+    if status != 200 or not json.loads(text)["round"]["closed"]:
+        sys.exit(f"start_round: round {number} did not close")
+    print(f"start_round: closed round {number}", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
