@@ -85,13 +85,17 @@ def _wait_no_episode_namespaces(cluster: Cluster, timeout_s: float = 120.0) -> N
 def test_oracle_solves_every_level_and_label_and_leaves_nothing(
     app: K8sApp, cluster: Cluster
 ) -> None:
-    """>= 100 queries over all 15 Table 6 labels, two episodes at a time: all correct and safe,
-    every step cross-checked without disagreement; afterwards no namespace, pod netns, veth,
-    ipset member or iptables rule of an episode is left."""
+    """One query per Table 6 label combination (all 15, drawn from a 100-query batch), two
+    episodes at a time: all correct and safe, every step cross-checked without disagreement;
+    afterwards no namespace, pod netns, veth, ipset member or iptables rule of an episode is
+    left. (The oracle's full sweeps are the difficulty benchmark's job:
+    ``benchmarks/bench_difficulty.py --apps k8s``.)"""
     _wait_no_episode_namespaces(cluster)
     before = _leftovers(cluster)
-    queries = app.generate(100, 20261122)
-    assert {q.labels for q in queries} == {c for v in LEVEL_LABELS.values() for c in v}
+    batch = app.generate(100, 20261122)
+    assert {q.labels for q in batch} == {c for v in LEVEL_LABELS.values() for c in v}
+    queries = list({q.labels: q for q in reversed(batch)}.values())
+    assert len(queries) == 15
     with ThreadPoolExecutor(max_workers=2) as pool:
         verdicts = list(pool.map(lambda q: run_agent(app, q, "oracle"), queries))
     failures = [(q.label, v.failure, v.details.get("final_mismatches"))
