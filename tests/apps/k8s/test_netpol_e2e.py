@@ -49,7 +49,7 @@ MODEL_WORLD = World("", {key: f"10.244.{i // 3 + 1}.{i % 3 + 10}"
                          for i, key in enumerate(pod_keys())})
 CLUSTER_PREFIX = "e2e-"
 CHURN_NAMESPACES = ("e2e-churn-0", "e2e-churn-1", "e2e-churn-2")
-CHURN_PERIOD_S = 0.1
+CHURN_PERIOD_S = 0.3
 
 
 def test_the_table_covers_the_suite() -> None:
