@@ -26,7 +26,7 @@ from apps.k8s.cluster.control_plane import Cluster
 from apps.k8s.cluster.health import read_status
 from apps.k8s.cluster.nca_oracle import ensure_nca_venv, nca_allowed_ports
 from apps.k8s.cluster.policy_model import Pod, PolicyModel
-from apps.k8s.cluster.prober import list_pod_endpoints, measure_matrix
+from apps.k8s.cluster.prober import PodEndpoint, list_pod_endpoints, measure_matrix
 from apps.k8s.cluster.rest import KubeRest, resource_path
 from apps.k8s.cluster.sync import wait_pods_ready
 from apps.k8s.crosscheck import cross_check
@@ -304,9 +304,9 @@ def _write(world: World, rest: KubeRest, step: Step) -> None:
 def test_cluster_matches_the_e2e_expectations(
         cluster: Cluster, e2e_world: tuple[World, KubeRest]) -> None:
     """Every case on the embedded cluster: measured TCP/UDP == the table == the model, while
-    three other namespaces rewrite their policies ten times a second each (the enforcer
-    reinstalls its table several times a second; it must forget only the flows a change
-    concerns, or in-flight UDP replies here would be rejected as NEW packets)."""
+    three other namespaces rewrite their policies every :data:`CHURN_PERIOD_S` each (the
+    enforcer reinstalls its table several times a second; it must forget only the flows a
+    change concerns, or in-flight UDP replies here would be rejected as NEW packets)."""
     world, rest = e2e_world
     names = [world.ns(n) for n in NAMESPACES]
     tcp_udp = tuple(k for k in PORT_KEYS if not k.startswith("SCTP"))
@@ -315,13 +315,19 @@ def test_cluster_matches_the_e2e_expectations(
     syncs_before = (read_status(status_file) or pytest.fail("no enforcer status")).sync
     started = time.monotonic()
     steps = 0
+    # the pods and their IPs never change here, only their labels: the endpoints (whose
+    # labels the cross-check's model reads) are listed again only after a relabelling
+    endpoints: list[PodEndpoint] = []
+    stale = True
     with PolicyChurn(cluster) as churn:
         for case in cases(world):
             _reset(world, rest)
             for number, step in enumerate(case.steps):
                 _write(world, rest, step)
                 cluster.wait_dataplane(names, timeout_s=60)
-                endpoints = list_pod_endpoints(cluster.api_client(), names, cluster.config)
+                if stale or step.pod_labels:
+                    endpoints = list_pod_endpoints(cluster.api_client(), names, cluster.config)
+                    stale = False
                 measured = measure_matrix(endpoints, timeout_s=1.0)
                 check = cross_check(cluster.api_client(), names, measured, endpoints=endpoints,
                                     config=cluster.config)
@@ -330,6 +336,7 @@ def test_cluster_matches_the_e2e_expectations(
                 if wrong:
                     failures.append((case.title, number, wrong[:6]))
                 steps += 1
+            stale = any(step.pod_labels for step in case.steps)  # the next reset strips them
     took = time.monotonic() - started
     syncs = (read_status(status_file) or pytest.fail("no enforcer status")).sync - syncs_before
     print(f"e2e table on the cluster: {len(cases(world))} cases, {steps} steps, {took:.1f} s; "
@@ -337,5 +344,5 @@ def test_cluster_matches_the_e2e_expectations(
           f"({syncs / took:.1f}/s)")
     assert not failures, failures
     assert not churn.errors, churn.errors[:5]
-    # the churn really ran beside every step: each namespace wrote at least twice a second
-    assert all(n >= 2 * took for n in churn.writes.values()), churn.writes
+    # the churn really ran beside every step: each namespace wrote at least once a second
+    assert all(n >= took for n in churn.writes.values()), churn.writes
