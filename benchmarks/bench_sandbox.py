@@ -18,11 +18,23 @@ per call from the worker's zygote, docs/sandbox.md), the MALT preamble
 Usage: ``.venv/bin/python benchmarks/bench_sandbox.py [--runs 15] [--mode cold|warm|both]``
 (needs root and bwrap). Run calls alternate between the modes case by case, so load from
 other jobs hits both alike.
+
+``--paired N`` instead compares, pair by pair (N pairs per shape, alternating), one MALT reply
+judged from the sandbox against NetArena's reference way of running it in-process (``exec``
+the code, call it on ``copy.deepcopy(graph)``; unsafe, the yardstick), on the graph above
+pickled per call as the MALT app sends it, for three shapes of agent code: ``trivial``
+(returns a constant), ``full-scan`` (reads every node and edge, returns a count) and
+``graph-returning`` (changes one port's capacity, returns ``{"answer": G}``). The sandbox side
+is ``run_function(..., graph_diffs=True)`` plus reading the returned graph into the judge's
+form (``apps.malt.checks.parse_graph``: the change applied to the parent's copy); the
+``graph-returning (whole)`` row is the same without diffs (node-link JSON, parsed whole). The
+ratio is reference / sandbox per pair (above 1: the sandbox is faster); the median is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import pickle
 import statistics
@@ -107,11 +119,92 @@ def _line(label: str, mode: str, walls: list[float]) -> str:
     )
 
 
+PAIRED_SHAPES = {
+    "trivial": "def process_graph(G):\n    return {'answer': 1}\n",
+    "full-scan": (
+        "def process_graph(G):\n"
+        "    ports = sum(1 for _, a in G.nodes(data=True) if 'EK_PORT' in a['type'])\n"
+        "    links = sum(1 for _, _, a in G.edges(data=True) if a['type'] == 'RK_CONTAINS')\n"
+        "    return {'answer': ports + links}\n"
+    ),
+    "graph-returning": (
+        "def process_graph(G):\n"
+        "    G.nodes['ju1.a1.m1.s1c1.p1']['physical_capacity_bps'] = 4e9\n"
+        "    return {'answer': G}\n"
+    ),
+}
+
+
+def _in_process(code: str, graph: nx.DiGraph) -> object:
+    """NetArena's reference way: exec the code here and call it on a deep copy."""
+    namespace: dict[str, object] = {"nx": nx}
+    exec(compile(code, "<agent>", "exec"), namespace)  # noqa: S102 - the yardstick
+    function = namespace["process_graph"]
+    assert callable(function)
+    return function(copy.deepcopy(graph))
+
+
+def _sandboxed(code: str, graph: nx.DiGraph, base: object, diffs: bool) -> object:
+    """One sandboxed call as the MALT app makes it, the returned graph read for the judge."""
+    from apps.malt.checks import NormalizedGraph, is_graph_shaped, parse_graph
+
+    result = run_function(
+        code, "process_graph", graph, limits=SandboxLimits(wall_timeout_s=60.0,
+                                                           cpu_time_s=60.0),
+        preamble="import networkx as nx", graph_diffs=diffs,
+    )
+    if not result.ok:
+        raise SystemExit(f"{result.failure}: {result.error}")
+    answer = result.value["answer"]
+    if is_graph_shaped(answer):
+        assert isinstance(base, NormalizedGraph)
+        return parse_graph(answer, None, base)
+    return answer
+
+
+def paired(pairs: int) -> None:
+    """Print the paired ratio (reference / sandbox) per shape; see the module docstring."""
+    from apps.malt.checks import parse_graph
+
+    graph = malt_shaped_graph()
+    base = parse_graph({"__networkx__": nx.node_link_data(graph, edges="links")})
+    os.environ["NETARENA_SANDBOX_WARM"] = "1"
+    print(f"graph: {graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges; "
+          f"pairs per shape: {pairs}; warm path; load average {os.getloadavg()[0]:.1f}")
+    print(f"{'shape':26s} {'sandbox ms':>11s} {'reference ms':>13s} {'ratio':>6s} "
+          f"{'ratio p10-p90':>14s}")
+    rows = [(name, code, True) for name, code in PAIRED_SHAPES.items()]
+    rows.append(("graph-returning (whole)", PAIRED_SHAPES["graph-returning"], False))
+    for name, code, diffs in rows:
+        _sandboxed(code, graph, base, diffs)  # warm caches and the zygote
+        _in_process(code, graph)
+        ours, theirs, ratios = [], [], []
+        for _ in range(pairs):
+            t0 = time.perf_counter()
+            _sandboxed(code, graph, base, diffs)
+            t1 = time.perf_counter()
+            _in_process(code, graph)
+            t2 = time.perf_counter()
+            ours.append(t1 - t0)
+            theirs.append(t2 - t1)
+            ratios.append((t2 - t1) / (t1 - t0))
+        ratios.sort()
+        print(f"{name:26s} {statistics.median(ours) * 1000:11.1f} "
+              f"{statistics.median(theirs) * 1000:13.1f} {statistics.median(ratios):6.2f} "
+              f"{ratios[len(ratios) // 10]:6.2f}-{ratios[(9 * len(ratios)) // 10]:<6.2f}",
+              flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
+    parser.add_argument("--paired", type=int, default=0, metavar="N",
+                        help="paired comparison with in-process exec + deepcopy, N pairs")
     args = parser.parse_args()
+    if args.paired:
+        paired(args.paired)
+        return
     graph = malt_shaped_graph()
     size = len(pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL))
     print(

@@ -96,13 +96,154 @@ def _base_dicts(
     return cached[1], cached[2]
 
 
+#: The sandbox's form of a returned graph stated as its change against the argument graph
+#: (``evaluator.sandbox.run_function(..., graph_diffs=True)``; docs/sandbox.md).
+DIFF_KEY = "__networkx_diff__"
+
+
 def is_graph_shaped(value: Any) -> bool:
-    """True for the sandbox's ``{"__networkx__": ...}`` wrapper or a node-link dict."""
-    return isinstance(value, dict) and ("__networkx__" in value or "nodes" in value)
+    """True for the sandbox's ``{"__networkx__": ...}`` or ``{"__networkx_diff__": ...}``
+    wrapper or a node-link dict."""
+    return isinstance(value, dict) and (
+        "__networkx__" in value or DIFF_KEY in value or "nodes" in value
+    )
 
 
-def parse_graph(value: Any, deadline: Deadline | None = None) -> NormalizedGraph:
-    """Read a returned graph: ``{"__networkx__": node_link}`` or node-link data itself.
+def _graph_too_large(nodes: int, links: int) -> GraphFormatError:
+    return GraphFormatError(
+        f"the graph has {nodes} nodes and {links} links; at most "
+        f"{MAX_GRAPH_NODES} and {MAX_GRAPH_EDGES} are read"
+    )
+
+
+def _entry_attrs(entry: Any, keys: tuple[str, ...], what: str) -> tuple[list[Any], dict[str, Any]]:
+    """(the values of ``keys``, the other attributes) of one node-link entry."""
+    if not isinstance(entry, dict) or any(key not in entry for key in keys):
+        raise GraphFormatError(f"every {what} entry must be a dict with {' and '.join(keys)}")
+    attrs = dict(entry)
+    ends = [attrs.pop(key) for key in keys]
+    if what == "edge":
+        attrs.pop("key", None)
+    if any(type(end) is not str for end in ends):
+        raise GraphFormatError(f"{what} ids must be strings")
+    return ends, attrs
+
+
+def apply_graph_diff(
+    base: NormalizedGraph, diff: Any, deadline: Deadline | None = None
+) -> NormalizedGraph:
+    """The graph a ``__networkx_diff__`` states against ``base`` (the call's argument graph).
+
+    Equal, order included, to :func:`parse_graph` of the returned graph's node-link form
+    (the sandbox child sends a diff only when that holds; ``evaluator/sandbox/_child.py``,
+    ``_GraphDiffer``). ``base``'s dicts are copied at C level and its attribute dicts shared
+    (read-only), so this costs O(changed elements), plus one pass over the links when nodes
+    were removed or the ``source`` link order is used. ``base`` must hold JSON values only
+    (what the node-link path would decode to the same values; MALT fabrics do,
+    :func:`apps.malt.fabric.fabric_problems`).
+
+    Raises:
+        GraphFormatError: the diff is malformed (the agent can write any result line) or the
+            graph it states is larger than :data:`MAX_GRAPH_NODES` / :data:`MAX_GRAPH_EDGES`.
+        evaluator.deadline.JudgeBudgetExceeded: ``deadline`` passed.
+    """
+    if deadline is not None:
+        deadline.check()  # as parse_graph does on its first node, however small the change
+    if not isinstance(diff, dict):
+        raise GraphFormatError("a graph change must be a dict")
+    removed_nodes, node_entries = diff.get("removed_nodes"), diff.get("nodes")
+    removed_links, link_entries = diff.get("removed_links"), diff.get("links")
+    if (
+        not isinstance(removed_nodes, list)
+        or not isinstance(node_entries, list)
+        or not isinstance(removed_links, list)
+        or not isinstance(link_entries, list)
+        or diff.get("link_order") not in ("append", "source")
+    ):
+        raise GraphFormatError("a graph change needs four lists and a link order")
+    if len(node_entries) > MAX_GRAPH_NODES or len(link_entries) > MAX_GRAPH_EDGES:
+        raise _graph_too_large(len(node_entries), len(link_entries))
+    nodes = dict(base.nodes)
+    gone: set[Hashable] = set()
+    for node in removed_nodes:
+        if type(node) is not str or node not in nodes or node in gone:
+            raise GraphFormatError(f"removed node {node!r} is not in the graph")
+        del nodes[node]
+        gone.add(node)
+    listed: set[str] = set()
+    for count, entry in enumerate(node_entries):
+        if deadline is not None and count % DEADLINE_STRIDE == 0:
+            deadline.check()
+        (key,), attrs = _entry_attrs(entry, ("id",), "node")
+        if key in listed:
+            raise GraphFormatError(f"node {key!r} is listed twice")
+        listed.add(key)
+        nodes[key] = attrs
+    dropped: set[tuple[Hashable, Hashable]] = set()
+    for pair in removed_links:
+        if (
+            not isinstance(pair, list)
+            or len(pair) != 2
+            or type(pair[0]) is not str
+            or type(pair[1]) is not str
+        ):
+            raise GraphFormatError("a removed link must be [source, target]")
+        link: tuple[Hashable, Hashable] = (pair[0], pair[1])
+        if link not in base.edges or link in dropped:
+            raise GraphFormatError(f"removed link {link!r} is not in the graph")
+        dropped.add(link)
+    changes: dict[tuple[Hashable, Hashable], dict[str, Any]] = {}
+    for count, entry in enumerate(link_entries):
+        if deadline is not None and count % DEADLINE_STRIDE == 0:
+            deadline.check()
+        (source, target), attrs = _entry_attrs(entry, ("source", "target"), "edge")
+        if source not in nodes:
+            nodes[source] = {}
+        if target not in nodes:
+            nodes[target] = {}
+        link = (source, target)
+        if link in dropped:
+            raise GraphFormatError(f"link {link!r} is both removed and listed")
+        if link in changes:
+            changes[link].update(attrs)
+        else:
+            changes[link] = attrs
+    added = sum(1 for link in changes if link not in base.edges)
+    if len(nodes) > MAX_GRAPH_NODES:
+        raise _graph_too_large(len(nodes), len(base.edges) - len(dropped) + added)
+    if diff["link_order"] == "append":
+        edges = dict(base.edges)
+        for link in dropped:
+            del edges[link]
+        edges.update(changes)
+    else:
+        by_source: dict[Hashable, list[tuple[Hashable, Hashable]]] = {}
+        for link in base.edges:
+            by_source.setdefault(link[0], []).append(link)
+        for link in changes:
+            if link not in base.edges:
+                by_source.setdefault(link[0], []).append(link)
+        edges = {}
+        for count, node in enumerate(nodes):
+            if deadline is not None and count % DEADLINE_STRIDE == 0:
+                deadline.check()
+            for link in by_source.get(node, ()):
+                if link not in dropped:
+                    edges[link] = changes[link] if link in changes else base.edges[link]
+        if len(edges) != len(base.edges) - len(dropped) + added:
+            raise GraphFormatError("a link's source is not a node of the graph")
+    if gone and any(s in gone or t in gone for s, t in edges):
+        raise GraphFormatError("a removed node keeps links")
+    if len(edges) > MAX_GRAPH_EDGES:
+        raise _graph_too_large(len(nodes), len(edges))
+    return NormalizedGraph(nodes=nodes, edges=edges, directed=True, multigraph=False)
+
+
+def parse_graph(
+    value: Any, deadline: Deadline | None = None, base: NormalizedGraph | None = None
+) -> NormalizedGraph:
+    """Read a returned graph: ``{"__networkx__": node_link}``, node-link data itself, or
+    ``{"__networkx_diff__": change}`` against ``base`` (:func:`apply_graph_diff`).
 
     Node-link data follows ``networkx.node_link_data``: ``nodes`` (dicts with ``id``) and
     ``links`` or ``edges`` (dicts with ``source``/``target``), flags ``directed`` and
@@ -114,9 +255,14 @@ def parse_graph(value: Any, deadline: Deadline | None = None) -> NormalizedGraph
     :data:`MAX_GRAPH_NODES` nodes and :data:`MAX_GRAPH_EDGES` links are read, counted first.
 
     Raises:
-        GraphFormatError: the value is not readable as a graph.
+        GraphFormatError: the value is not readable as a graph (or is a change and ``base``
+            is None).
         evaluator.deadline.JudgeBudgetExceeded: ``deadline`` passed while parsing.
     """
+    if isinstance(value, dict) and DIFF_KEY in value:
+        if base is None:
+            raise GraphFormatError("a graph change without the graph it changes")
+        return apply_graph_diff(base, value[DIFF_KEY], deadline)
     if isinstance(value, dict) and "__networkx__" in value:
         value = value["__networkx__"]
     if not isinstance(value, dict):

@@ -3,8 +3,9 @@
 One episode = one query, one agent reply (``max_steps = 1``). ``reset()`` returns the full
 prompt; ``step(text)`` extracts the agent's code, runs ``process_graph(graph)`` in the sandbox
 (``evaluator.sandbox.run_function``: separate process, the graph goes in by value and only JSON
-comes back, so agent code can never touch the evaluator's graph) and terminates; ``verdict()``
-judges the returned value.
+comes back, so agent code can never touch the evaluator's graph; a returned graph comes back as
+its change against the query's graph, which the judge applies to its own copy) and
+terminates; ``verdict()`` judges the returned value.
 
 The verdict rules live in :mod:`apps.malt.scoring`; the prompt in :mod:`apps.malt.prompt`.
 """
@@ -83,6 +84,7 @@ class MaltEpisode(Episode):
                 query_graph(self._graph or graph_ref(self.query.ground_truth)),
                 limits=limits,
                 preamble=SANDBOX_PREAMBLE,
+                graph_diffs=True,  # a returned graph comes back as its change (judge applies)
             )
         if not result.ok:
             reason = result.error or result.failure or "the code failed"

@@ -21,6 +21,8 @@ are keyed by the graph (:class:`GraphRef`).
 from __future__ import annotations
 
 import hashlib
+import json
+import pickle
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -284,7 +286,26 @@ def fabric_problems(graph: nx.DiGraph) -> list[str]:
     for source, target, attrs in graph.edges(data=True):
         if set(attrs) != {"type"}:
             problems.append(f"edge {source}->{target} has attributes {sorted(attrs)}")
+    strange = [node for node, attrs in graph.nodes(data=True) if not _json_values(attrs)]
+    strange += [(s, t) for s, t, attrs in graph.edges(data=True) if not _json_values(attrs)]
+    if strange:
+        problems.append(f"attributes that JSON would change (tuples, sets, non-finite or "
+                        f"non-str keys...): {strange[:3]}")
     return problems
+
+
+def _json_values(attrs: Mapping[str, Any]) -> bool:
+    """True when ``attrs`` come out of a JSON round trip the same, exact types included.
+
+    The judge takes unchanged elements of a returned graph from its own copy of the query's
+    graph (``apps.malt.checks.apply_graph_diff``), where the whole node-link form would have
+    given their JSON-decoded values: the two agree only for such attributes.
+    """
+    try:
+        again = json.loads(json.dumps(dict(attrs), allow_nan=False))
+    except (TypeError, ValueError):
+        return False
+    return pickle.dumps(again) == pickle.dumps(dict(attrs))
 
 
 @lru_cache(maxsize=8)

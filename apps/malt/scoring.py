@@ -37,6 +37,7 @@ from evaluator.deadline import Deadline
 from evaluator.types import JSON, Verdict
 
 from apps.malt.checks import (
+    DIFF_KEY,
     Comparison,
     GraphFormatError,
     NormalizedGraph,
@@ -199,6 +200,13 @@ class _Graphs:
             return view_plainly_safe(self._expected[0], trusted)
         return _shipped_proved_safe(ref)
 
+    def parse(self, value: Any, deadline: Deadline | None) -> NormalizedGraph:
+        """:func:`apps.malt.checks.parse_graph` of a returned graph; a change
+        (``__networkx_diff__``) is applied to the query's unchanged topology, which is the
+        graph the agent received (:func:`apps.malt.fabric.query_graph`), order included."""
+        is_change = isinstance(value, dict) and DIFF_KEY in value
+        return parse_graph(value, deadline, self.shipped() if is_change else None)
+
     def base_nodes(self) -> int:
         """Node count of the query's unchanged graph (a view's is its base's before changes)."""
         return base_graph(self.ref).number_of_nodes()
@@ -297,7 +305,7 @@ def _judge(
         candidate, source = answer, "answer"
     if candidate is not None:
         try:
-            judged_graph = parse_graph(candidate, deadline)
+            judged_graph = graphs.parse(candidate, deadline)
         except GraphFormatError as exc:
             graph_error = str(exc)
             safety = SafetyReport()
@@ -358,7 +366,7 @@ def _judge(
     if failure is None and kind == "graph" and updated is not None and is_graph_shaped(answer):
         # both given: the answer graph must match too
         try:
-            comparison = compare_graphs(parse_graph(answer, deadline), expected())
+            comparison = compare_graphs(graphs.parse(answer, deadline), expected())
         except GraphFormatError as exc:
             comparison = Comparison(False, f"answer is not a readable graph: {exc}")
         if not comparison.equal:

@@ -98,6 +98,7 @@ def _pickle_payload(
     argument: object,
     warm_shared: bool,
     limits: SandboxLimits,
+    graph_diffs: bool = False,
 ) -> bytes:
     """The child's stdin: everything but a shared argument the zygote already holds."""
     shared = argument if isinstance(argument, SharedArgument) else None
@@ -110,6 +111,7 @@ def _pickle_payload(
                 "argument": None if shared is not None else argument,
                 "argument_pickle": shared.data if shared is not None and not warm_shared else None,
                 "argument_digest": shared.digest if shared is not None and warm_shared else None,
+                "graph_diffs": graph_diffs,
                 "limits": {
                     "cpu_time_s": limits.cpu_time_s,
                     "memory_bytes": limits.memory_bytes,
@@ -214,6 +216,7 @@ def run_function(
     limits: SandboxLimits = SandboxLimits(),  # noqa: B008 - frozen, immutable default
     preamble: str = "",
     raise_unavailable: bool = True,
+    graph_diffs: bool = False,
 ) -> SandboxResult:
     """Run ``function(argument)`` from untrusted ``code`` in a fresh sandboxed process.
 
@@ -232,6 +235,11 @@ def run_function(
         preamble: trusted code run first in the same namespace (e.g. ``"import networkx as nx"``).
         raise_unavailable: when False, an unusable sandbox returns
             ``failure="sandbox_unavailable"`` instead of raising.
+        graph_diffs: when True and ``argument`` is a networkx graph, a graph the function
+            returns (the value itself, or a value of a top-level dict) comes back as its
+            change against the argument, ``{"__networkx_diff__": ...}`` (docs/sandbox.md,
+            "Result contract"), whenever the child can state it exactly; the caller applies
+            it to its own copy of the argument (``apps.malt.checks.parse_graph``).
 
     Returns:
         A :class:`SandboxResult`; agent failures never raise.
@@ -256,7 +264,7 @@ def run_function(
             try:
                 return _run(
                     code, function, argument, limits, preamble, raise_unavailable, plan,
-                    program, held, t_start,
+                    program, held, t_start, graph_diffs,
                 )  # fmt: skip
             except _zygote.ZygoteError as exc:  # died before any agent code ran: again, once
                 if attempt == 1:
@@ -283,6 +291,7 @@ def _run(
     program: bytes | None,
     held: list[_zygote.Zygote],
     t_start: float,
+    graph_diffs: bool = False,
 ) -> SandboxResult:
     """The body of :func:`run_function` once the plan and the zygote (``held``: the one the
     call holds, empty on the cold path; replaced in place on a restart) are known."""
@@ -290,7 +299,9 @@ def _run(
     if warm_shared:
         assert isinstance(argument, SharedArgument)
         _share(held, plan, program, argument)
-    payload = _pickle_payload(code, function, preamble, argument, warm_shared, limits)
+    payload = _pickle_payload(
+        code, function, preamble, argument, warm_shared, limits, graph_diffs
+    )
     uid = _bwrap.allocate_uid()
     cgroup = _make_cgroup(f"{SANDBOX_GROUP_PREFIX}{os.getpid()}-{uid}", limits, raise_unavailable)
     if isinstance(cgroup, SandboxResult):

@@ -11,7 +11,8 @@ cluster namespace)::
 
     FORWARD      -> NETARENA-FWD
     NETARENA-FWD  ESTABLISHED,RELATED -> ACCEPT          (policies govern new connections;
-                                                          UDP flows are forgotten on each change)
+                                                          UDP flows whose verdict a change may
+                                                          alter are forgotten, see below)
                   clear marks 0x30000
                   per egress-isolated pod and each policy isolating it:
                       -s <pod> unless mark 0x10000 -> NAP-<hash>;  then unless mark: REJECT
@@ -42,6 +43,14 @@ larger than the per-namespace budget (:data:`NAMESPACE_BUDGET`), or whose rules 
 refuses (the enforcer finds those by installing namespace by namespace), is installed
 fail-closed (its isolated pods reject every new connection in that direction). Every such case
 is reported as "not in sync" for that namespace only.
+
+Every line of :data:`TOP_CHAIN` below the two fixed ones names one pod address (``-s <pod>/32``
+egress, ``-d <pod>/32`` ingress) and every chain, ipset and mark it reaches is named after its
+content, so a packet's verdict depends only on the egress lines of its source and the ingress
+lines of its destination. :func:`changed_addresses` compares two tables by those lines: the
+enforcer forgets only the UDP flows of the addresses whose lines changed, not the whole table's
+(a flush of everything, 8-10 times a second while other episodes changed their policies, made
+in-flight UDP replies of untouched namespaces NEW packets that their policies rejected).
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -401,6 +411,40 @@ def assemble(fragments: Iterable[Fragment]) -> Ruleset:
         lines += chains[name]
     lines += ["COMMIT", ""]
     return Ruleset("\n".join(lines), ipsets, {f.namespace: f.health for f in frags})
+
+
+_ADDRESS_LINE = re.compile(rf"-A {TOP_CHAIN} (-s|-d) (\S+)/32 ")
+
+
+def addressed_lines(iptables: str) -> dict[tuple[str, str], list[str]]:
+    """The lines of :data:`TOP_CHAIN` in an ``iptables-restore`` text that name one address,
+    grouped by (``"egress"`` or ``"ingress"``, address), in table order."""
+    lines: dict[tuple[str, str], list[str]] = {}
+    for line in iptables.splitlines():
+        found = _ADDRESS_LINE.match(line)
+        if found:
+            direction = "egress" if found.group(1) == "-s" else "ingress"
+            lines.setdefault((direction, found.group(2)), []).append(line)
+    return lines
+
+
+def changed_addresses(old: str, new: str) -> tuple[set[str], set[str]]:
+    """Which addresses' verdicts may differ between two tables of :func:`assemble`.
+
+    Args:
+        old / new: ``iptables-restore`` texts made by :func:`assemble`.
+
+    Returns:
+        (sources, destinations): the addresses whose egress lines differ and those whose
+        ingress lines differ. A new connection from ``s`` to ``d`` gets the same verdict from
+        both tables unless ``s`` is in ``sources`` or ``d`` in ``destinations`` (the chains,
+        ipsets and marks a line reaches are named after their content; module docstring).
+    """
+    before, after = addressed_lines(old), addressed_lines(new)
+    differing = {key for key in before.keys() | after.keys()
+                 if before.get(key) != after.get(key)}
+    return ({ip for direction, ip in differing if direction == "egress"},
+            {ip for direction, ip in differing if direction == "ingress"})
 
 
 def compile_model(model: PolicyModel, pod_cidr: str, budget: int = NAMESPACE_BUDGET) -> Ruleset:

@@ -9,21 +9,21 @@ then reports each namespace's sync health (:mod:`apps.k8s.cluster.health`).
 The rules themselves (table layout, per-policy chains, ipsets, the per-namespace budget and
 fail-closed fragments) are compiled by :mod:`apps.k8s.cluster.compiler`; this module reads the
 cluster (:func:`load_model`), installs what the compiler gives (:func:`install`: new ipsets,
-one atomic ``iptables-restore``, then stale sets destroyed), forgets UDP flows after each change
-and, when the kernel refuses an install, finds the namespaces whose rules it refuses and
-installs those fail-closed.
+one atomic ``iptables-restore``, then stale sets destroyed), after each change forgets the UDP
+flows of the addresses whose verdicts it may alter (:func:`forget_udp_flows`) and, when the
+kernel refuses an install, finds the namespaces whose rules it refuses and installs those
+fail-closed.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import re
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,10 @@ from apps.k8s.cluster.compiler import (
     Fragment,
     Ruleset,
     assemble,
+    changed_addresses,
 )
 from apps.k8s.cluster.config import ClusterConfig
+from apps.k8s.cluster.ctnetlink import forget_udp
 from apps.k8s.cluster.health import (
     STATUS_FORMAT,
     EnforcerStatus,
@@ -135,23 +137,28 @@ def install(ruleset: Ruleset, existing: set[str] | None = None) -> set[str]:
     return set(ruleset.ipsets)
 
 
-def forget_udp_flows() -> int:
-    """Delete every UDP conntrack entry of the current network namespace; returns how many.
+def forget_udp_flows(sources: Iterable[str] | None = None,
+                     destinations: Iterable[str] | None = None) -> int:
+    """Delete UDP conntrack entries of the current network namespace; returns how many.
 
     UDP has no connection to keep: without this, a datagram whose 5-tuple had an answered
     exchange under the previous table (conntrack keeps it ESTABLISHED for 30 s,
     ``nf_conntrack_udp_timeout``) would pass the ESTABLISHED rule although the new policies deny
     it. TCP flows stay (policies govern new connections, as in Kubernetes CNIs).
 
+    Args:
+        sources / destinations: with both None every UDP entry goes; otherwise only those
+            whose original source is in ``sources`` or original destination in
+            ``destinations`` (:func:`apps.k8s.cluster.compiler.changed_addresses`), so that a
+            change elsewhere never turns an in-flight reply into a NEW packet.
+
     Raises:
-        RuntimeError: ``conntrack`` failed for another reason than finding nothing to delete.
+        RuntimeError: netfilter netlink failed (:func:`apps.k8s.cluster.ctnetlink.forget_udp`).
     """
-    proc = subprocess.run(["conntrack", "-D", "-p", "udp"], capture_output=True, text=True,
-                          check=False, timeout=60)
-    found = re.search(r"(\d+) flow entries have been deleted", proc.stderr + proc.stdout)
-    if found is None:
-        raise RuntimeError(f"conntrack exited {proc.returncode}: {proc.stderr.strip()[:2000]}")
-    return int(found.group(1))
+    try:
+        return forget_udp(sources, destinations)
+    except OSError as exc:
+        raise RuntimeError(f"conntrack: {exc}") from exc
 
 
 class Enforcer:
@@ -249,14 +256,20 @@ class Enforcer:
         ruleset = assemble(frags.values())
         t2 = time.monotonic()
         if ruleset.iptables != self.last_text:
+            whole = not self.last_text  # first install: the table before may be anyone's
             try:
                 self._install(ruleset)
             except RuntimeError as exc:
                 frags = self._install_namespace_by_namespace(compiler, frags, str(exc))
                 ruleset = assemble(frags.values())
+                whole = True  # trial tables were in force in between: forget every flow
+            if whole:
+                forget_udp_flows()
+            else:
+                sources, destinations = changed_addresses(self.last_text, ruleset.iptables)
+                forget_udp_flows(sources, destinations)
             self.installed = frags
             self.last_text = ruleset.iptables
-            forget_udp_flows()
         t3 = time.monotonic()
         self.syncs += 1
         health = {ns: f.health for ns, f in frags.items()}

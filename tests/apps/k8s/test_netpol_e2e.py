@@ -5,7 +5,9 @@ model, the embedded cluster's enforcer and network-config-analyzer.
 * cluster: the same world as real namespaces and pods; each step is written through the API,
   the dataplane barrier passed, TCP and UDP probed (this kernel has no SCTP sockets, and the
   prober probes TCP and UDP only: SCTP cells are checked in the model alone) and compared with
-  the table and, cell by cell, with the model (the judge's cross-check);
+  the table and, cell by cell, with the model (the judge's cross-check) -- all while other
+  namespaces keep changing their policies, as other episodes do (a change elsewhere must not
+  disturb these namespaces' flows);
 * nca: with ipBlocks translated into pod peers (the documented difference, docs/k8s.md
   "ipBlock") nca agrees with the table on every case; with its own reading it disagrees on
   ipBlock cases only.
@@ -13,6 +15,7 @@ model, the embedded cluster's enforcer and network-config-analyzer.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,9 +23,10 @@ from typing import Any
 import pytest
 
 from apps.k8s.cluster.control_plane import Cluster
+from apps.k8s.cluster.health import read_status
 from apps.k8s.cluster.nca_oracle import ensure_nca_venv, nca_allowed_ports
 from apps.k8s.cluster.policy_model import Pod, PolicyModel
-from apps.k8s.cluster.prober import list_pod_endpoints, measure_matrix
+from apps.k8s.cluster.prober import PodEndpoint, list_pod_endpoints, measure_matrix
 from apps.k8s.cluster.rest import KubeRest, resource_path
 from apps.k8s.cluster.sync import wait_pods_ready
 from apps.k8s.crosscheck import cross_check
@@ -44,6 +48,8 @@ from tests.conftest import require
 MODEL_WORLD = World("", {key: f"10.244.{i // 3 + 1}.{i % 3 + 10}"
                          for i, key in enumerate(pod_keys())})
 CLUSTER_PREFIX = "e2e-"
+CHURN_NAMESPACES = ("e2e-churn-0", "e2e-churn-1", "e2e-churn-2")
+CHURN_PERIOD_S = 0.3
 
 
 def test_the_table_covers_the_suite() -> None:
@@ -184,22 +190,76 @@ def _pod_manifest(name: str) -> Obj:
 
 @pytest.fixture(scope="module")
 def e2e_world(cluster: Cluster) -> Iterator[tuple[World, KubeRest]]:
-    """Namespaces e2e-x, e2e-y, e2e-z with pods a, b, c, as in the suite."""
+    """Namespaces e2e-x, e2e-y, e2e-z with pods a, b, c, as in the suite; and the namespaces
+    of :data:`CHURN_NAMESPACES` with pods p and q (for :class:`PolicyChurn`)."""
     rest = KubeRest(cluster.api_client())
     names = [CLUSTER_PREFIX + n for n in NAMESPACES]
     for short, ns in zip(NAMESPACES, names, strict=True):
         cluster.ensure_namespace(ns, labels={"ns": short})
         for pod in ("a", "b", "c"):
             rest.create_or_keep(resource_path("pods", ns), _pod_manifest(pod))
-    wait_pods_ready(cluster.api_client(), names, timeout_s=120)
+    for ns in CHURN_NAMESPACES:
+        cluster.ensure_namespace(ns)
+        for pod in ("p", "q"):
+            rest.create_or_keep(resource_path("pods", ns), _pod_manifest(pod))
+    wait_pods_ready(cluster.api_client(), [*names, *CHURN_NAMESPACES], timeout_s=120)
     ips = {}
     for ns in names:
         for pod in rest.get(resource_path("pods", ns))["items"]:
             ips[f"{ns.removeprefix(CLUSTER_PREFIX)}/{pod['metadata']['name']}"] = \
                 pod["status"]["podIP"]
     yield World(CLUSTER_PREFIX, ips), rest
-    for ns in names:
+    for ns in [*names, *CHURN_NAMESPACES]:
         rest.delete(resource_path("namespaces", name=ns))
+
+
+class PolicyChurn:
+    """One thread per namespace of :data:`CHURN_NAMESPACES` rewriting a policy every
+    :data:`CHURN_PERIOD_S` seconds, alternately isolating pod p's ingress (UDP 80 from q) and
+    both directions of every pod: each write changes the enforcer's table, as another
+    episode's agent does."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.stop = threading.Event()
+        self.writes = dict.fromkeys(CHURN_NAMESPACES, 0)
+        self.errors: list[str] = []
+        self.threads = [threading.Thread(target=self._loop, args=(ns,), daemon=True)
+                        for ns in CHURN_NAMESPACES]
+
+    def _loop(self, ns: str) -> None:
+        rest = KubeRest(self.cluster.api_client())
+        specs: list[Obj] = [
+            {"podSelector": {"matchLabels": {"pod": "p"}}, "policyTypes": ["Ingress"],
+             "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "q"}}}],
+                          "ports": [{"protocol": "UDP", "port": 80}]}]},
+            {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+        ]
+        turn = 0
+        while not self.stop.is_set():
+            policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                      "metadata": {"name": "churn", "namespace": ns},
+                      "spec": specs[turn % len(specs)]}
+            try:
+                if turn % 4 == 3:
+                    rest.delete(resource_path("networkpolicies", ns, "churn"))
+                else:
+                    _write(World("", {}), rest, Step({}, policies=[policy]))
+                self.writes[ns] += 1
+            except Exception as exc:  # noqa: BLE001 - reported by the test
+                self.errors.append(f"{ns}: {exc}"[:300])
+            turn += 1
+            self.stop.wait(CHURN_PERIOD_S)
+
+    def __enter__(self) -> PolicyChurn:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=30)
 
 
 def _reset(world: World, rest: KubeRest) -> None:
@@ -243,27 +303,46 @@ def _write(world: World, rest: KubeRest, step: Step) -> None:
 @pytest.mark.timeout(1200)
 def test_cluster_matches_the_e2e_expectations(
         cluster: Cluster, e2e_world: tuple[World, KubeRest]) -> None:
-    """Every case on the embedded cluster: measured TCP/UDP == the table == the model."""
+    """Every case on the embedded cluster: measured TCP/UDP == the table == the model, while
+    three other namespaces rewrite their policies every :data:`CHURN_PERIOD_S` each (the
+    enforcer reinstalls its table several times a second; it must forget only the flows a
+    change concerns, or in-flight UDP replies here would be rejected as NEW packets)."""
     world, rest = e2e_world
     names = [world.ns(n) for n in NAMESPACES]
     tcp_udp = tuple(k for k in PORT_KEYS if not k.startswith("SCTP"))
     failures: list[tuple[str, int, list[str]]] = []
+    status_file = cluster.config.run_dir / "enforcer-status.json"
+    syncs_before = (read_status(status_file) or pytest.fail("no enforcer status")).sync
     started = time.monotonic()
     steps = 0
-    for case in cases(world):
-        _reset(world, rest)
-        for number, step in enumerate(case.steps):
-            _write(world, rest, step)
-            cluster.wait_dataplane(names, timeout_s=60)
-            endpoints = list_pod_endpoints(cluster.api_client(), names, cluster.config)
-            measured = measure_matrix(endpoints, timeout_s=1.0)
-            check = cross_check(cluster.api_client(), names, measured, endpoints=endpoints,
-                                config=cluster.config)
-            wrong = _wrong(expected(step, tcp_udp), _cells(world, measured))
-            wrong += [f"cross-check: {d.describe()}" for d in check.disagreements]
-            if wrong:
-                failures.append((case.title, number, wrong[:6]))
-            steps += 1
-    print(f"e2e table on the cluster: {len(cases(world))} cases, {steps} steps, "
-          f"{time.monotonic() - started:.1f} s")
+    # the pods and their IPs never change here, only their labels: the endpoints (whose
+    # labels the cross-check's model reads) are listed again only after a relabelling
+    endpoints: list[PodEndpoint] = []
+    stale = True
+    with PolicyChurn(cluster) as churn:
+        for case in cases(world):
+            _reset(world, rest)
+            for number, step in enumerate(case.steps):
+                _write(world, rest, step)
+                cluster.wait_dataplane(names, timeout_s=60)
+                if stale or step.pod_labels:
+                    endpoints = list_pod_endpoints(cluster.api_client(), names, cluster.config)
+                    stale = False
+                measured = measure_matrix(endpoints, timeout_s=1.0)
+                check = cross_check(cluster.api_client(), names, measured, endpoints=endpoints,
+                                    config=cluster.config)
+                wrong = _wrong(expected(step, tcp_udp), _cells(world, measured))
+                wrong += [f"cross-check: {d.describe()}" for d in check.disagreements]
+                if wrong:
+                    failures.append((case.title, number, wrong[:6]))
+                steps += 1
+            stale = any(step.pod_labels for step in case.steps)  # the next reset strips them
+    took = time.monotonic() - started
+    syncs = (read_status(status_file) or pytest.fail("no enforcer status")).sync - syncs_before
+    print(f"e2e table on the cluster: {len(cases(world))} cases, {steps} steps, {took:.1f} s; "
+          f"churn: {sum(churn.writes.values())} policy writes, {syncs} enforcer syncs "
+          f"({syncs / took:.1f}/s)")
     assert not failures, failures
+    assert not churn.errors, churn.errors[:5]
+    # the churn really ran beside every step: each namespace wrote at least once a second
+    assert all(n >= took for n in churn.writes.values()), churn.writes

@@ -233,7 +233,7 @@ def test_a_namespace_the_kernel_refuses_is_installed_fail_closed_alone(
         return set(ruleset.ipsets)
 
     monkeypatch.setattr(enforcer, "install", fake_install)
-    monkeypatch.setattr(enforcer, "forget_udp_flows", lambda: 0)
+    monkeypatch.setattr(enforcer, "forget_udp_flows", lambda *args: 0)
     monkeypatch.setattr(enforcer, "load_model", lambda *args, **kwargs: model)
     status_file = tmp_path / "status.json"
     daemon = enforcer.Enforcer(None, "10.244.0.0/16", status_file)
