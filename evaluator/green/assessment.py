@@ -43,7 +43,8 @@ def plan_queries(app: App, config: AssessmentConfig) -> list[Query]:
     """
     queries: list[Query] = []
     for level in config.levels:
-        queries += generate_batch(app, config.num_queries, config.level_seed(level), level)
+        count = config.queries_per_level or config.num_queries
+        queries += generate_batch(app, count, config.level_seed(level), level)
     return queries[config.start_index : config.end_index]
 
 
