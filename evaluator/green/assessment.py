@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from evaluator.agents.base import AgentClient, AgentError, AgentReply
 from evaluator.app import App
 from evaluator.evaluation import run_query
+from evaluator.green.counts import plan_netarena_level
 from evaluator.green.request import AssessmentConfig, AssessmentRequest
 from evaluator.oracle_vault import OracleVault
 from evaluator.report import summarize
@@ -36,15 +37,22 @@ CANCELED = "canceled"
 
 def plan_queries(app: App, config: AssessmentConfig) -> list[Query]:
     """The queries of an assessment, level by level in the requested order, then sliced by
-    ``start_index``/``end_index`` (Python slice semantics).
+    ``start_index``/``end_index`` (Python slice semantics). Per level: NetArena's count,
+    ``num_queries`` of each NetArena query type
+    (:func:`evaluator.green.counts.plan_netarena_level`), or with ``queries_per_level`` the
+    first that many of the level's batch.
 
     Raises:
-        ValueError, VariantPackError: as :func:`evaluator.variants.generate_batch`.
+        ValueError, VariantPackError: as :func:`evaluator.variants.generate_batch`, or a
+            batch without enough queries of a NetArena type.
     """
     queries: list[Query] = []
     for level in config.levels:
-        count = config.queries_per_level or config.num_queries
-        queries += generate_batch(app, count, config.level_seed(level), level)
+        seed = config.level_seed(level)
+        if config.queries_per_level is not None:
+            queries += generate_batch(app, config.queries_per_level, seed, level)
+        else:
+            queries += plan_netarena_level(app, level, config.num_queries, seed)
     return queries[config.start_index : config.end_index]
 
 

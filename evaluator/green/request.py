@@ -100,6 +100,10 @@ def _optional_int(value: Any) -> int | None:
     return value
 
 
+def _optional_count(value: Any) -> int | None:
+    return None if value is None else _int_in(1, MAX_NUM_QUERIES)(value)
+
+
 def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError("must be true or false")
@@ -204,7 +208,7 @@ def _common_keys(
             "applied",
             "instead of NetArena's count: this many queries per level, the first of the "
             "level's batch (exactly evaluate's --queries); null: NetArena's count",
-            _optional_int,
+            _optional_count,
         ),
         ConfigKey(
             "seed",

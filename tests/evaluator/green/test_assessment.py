@@ -88,3 +88,56 @@ def test_a_stopped_client_refuses_further_calls() -> None:
     with pytest.raises(AgentError) as info:
         client.complete([{"role": "user", "content": "x"}], episode_id="e")
     assert info.value.category == "canceled"
+
+
+@pytest.mark.parametrize("app_id", ["malt", "route", "k8s"])
+def test_netarenas_published_configs_plan_netarenas_query_counts(app_id: str) -> None:
+    """``num_queries`` per NetArena query type: MALT per operation type of each level, route
+    and k8s per single and paired error type; healthy controls come on top."""
+    from collections import Counter
+
+    from evaluator.green.assessment import plan_queries
+    from evaluator.green.counts import netarena_type
+    from evaluator.green.request import parse_config
+    from evaluator.registry import get_app
+    from tests.evaluator.green import netarena_facts as facts
+
+    given = {**facts.PUBLISHED_SCENARIO_CONFIGS[app_id], "seed": 3}
+    planned = plan_queries(get_app(app_id), parse_config(app_id, given))
+    types = Counter(netarena_type(app_id, q.level, q.labels) for q in planned)
+    controls = types.pop(None, 0)
+    assert all(tuple(q.labels) == ("HEALTHY",) for q in planned
+               if netarena_type(app_id, q.level, q.labels) is None)
+    n = given["num_queries"]
+    if app_id == "malt":
+        expected = {t: n for level in (1, 2) for t in facts.MALT_TYPES[level]}
+        assert controls == 0
+    else:
+        errors = facts.ROUTE_ERRORS if app_id == "route" else facts.K8S_ERRORS
+        pairs = [f"{a}+{b}" for i, a in enumerate(errors) for b in errors[i + 1:]]
+        expected = {t: n for t in errors + pairs}
+        assert 0 < controls <= len(planned) // 5
+    assert dict(types) == expected
+    assert sum(types.values()) == facts.expected_count(app_id, given)
+
+
+def test_k8s_single_types_stop_where_netarenas_catalogue_does() -> None:
+    from evaluator.green.counts import netarena_quota
+
+    quota = netarena_quota("k8s", 1, 30)
+    assert quota == {"remove_ingress": 14, "add_ingress": 30, "change_port": 30,
+                     "change_protocol": 20, "add_egress": 30}
+    assert set(netarena_quota("k8s", 2, 30).values()) == {30}
+
+
+def test_queries_per_level_keeps_the_first_of_each_levels_batch() -> None:
+    from evaluator.green.assessment import plan_queries
+    from evaluator.green.request import parse_config
+    from evaluator.registry import get_app
+    from evaluator.variants import generate_batch
+
+    app = get_app("route")
+    config = parse_config("route", {"queries_per_level": 3, "complexity_level": [2, 1],
+                                    "seed": 8, "num_queries": 4})
+    planned = plan_queries(app, config)
+    assert planned == generate_batch(app, 3, 9, 2) + generate_batch(app, 3, 8, 1)

@@ -11,7 +11,7 @@ from tests.evaluator.green.conftest import assess, seed_without_controls
 
 pytestmark = [pytest.mark.k8s, pytest.mark.root, pytest.mark.slow]
 
-CONFIG: dict[str, Any] = {"num_queries": 2, "complexity_level": ["level1"]}
+CONFIG: dict[str, Any] = {"queries_per_level": 2, "complexity_level": ["level1"]}
 
 
 @pytest.mark.usefixtures("k8s_cluster")

@@ -36,7 +36,7 @@ def test_oracle_scores_1_and_null_0_with_one_artifact_per_query(
     start_green, start_purple, vault_dir
 ) -> None:
     green = start_green("malt")
-    config = {"num_queries": 5, "complexity_level": ["level1"], "seed": 11}
+    config = {"queries_per_level": 5, "complexity_level": ["level1"], "seed": 11}
     oracle = assess(green.url, {"participants": {"agent": start_purple("oracle", "malt")},
                                 "config": config})
     assert oracle.state == "completed", oracle.message
@@ -88,7 +88,7 @@ def test_verdicts_equal_the_evaluate_command_on_the_same_seed(
     url = start_purple("heuristic", "malt")
     green = start_green("malt")
     seed = 23
-    config = {"num_queries": 3, "complexity_level": ["level1", "level2"], "seed": seed}
+    config = {"queries_per_level": 3, "complexity_level": ["level1", "level2"], "seed": seed}
     outcome = assess(green.url, {"participants": {"agent": url}, "config": config})
     assert outcome.state == "completed", outcome.message
     expected: list[tuple[int, int, int, bool, bool]] = []
@@ -180,7 +180,7 @@ def test_cancel_stops_between_queries_and_leaves_nothing_running(
         if "task" not in seen and any("Query 1/" in s for s in outcome.statuses):
             seen["task"] = await cancel(client, outcome.task_id)
 
-    config = {"num_queries": 5, "complexity_level": ["level1"], "seed": 3}
+    config = {"queries_per_level": 5, "complexity_level": ["level1"], "seed": 3}
     outcome = assess(
         green.url,
         {"participants": {"agent": url}, "config": config},
@@ -198,7 +198,7 @@ def test_the_green_agent_serves_one_assessment_after_another(start_green, start_
     green = start_green("malt")
     url = start_purple("oracle", "malt")
     request = {"participants": {"agent": url},
-               "config": {"num_queries": 1, "complexity_level": ["level3"], "seed": 5}}
+               "config": {"queries_per_level": 1, "complexity_level": ["level3"], "seed": 5}}
 
     async def both() -> tuple[Outcome, Outcome]:
         return await asyncio.gather(

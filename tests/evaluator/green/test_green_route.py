@@ -23,7 +23,7 @@ from tests.evaluator.green.conftest import (
 
 pytestmark = [pytest.mark.root, pytest.mark.netns, pytest.mark.slow]
 
-CONFIG: dict[str, Any] = {"num_queries": 2, "complexity_level": ["level1"]}
+CONFIG: dict[str, Any] = {"queries_per_level": 2, "complexity_level": ["level1"]}
 
 
 @pytest.fixture(autouse=True)
@@ -87,7 +87,7 @@ def test_cancel_mid_run_leaves_no_network_behind(start_green, start_purple, monk
             seen["live"] = _route_footprint(prefixes[1:])
             seen["task"] = await cancel(client, outcome.task_id)
 
-    config = {"num_queries": 3, "complexity_level": ["level1"], "seed": 4}
+    config = {"queries_per_level": 3, "complexity_level": ["level1"], "seed": 4}
     outcome = assess(
         green.url, {"participants": {"agent": url}, "config": config},
         on_event=cancel_after_first_query,
