@@ -281,7 +281,15 @@ class GreenAgentExecutor(AgentExecutor):
                     ),
                 )
                 await updater.add_artifact(
-                    [Part(root=DataPart(data=query_record(position, result)))],
+                    [
+                        Part(
+                            root=DataPart(
+                                data=query_record(
+                                    position, result, query=job[0], request=request
+                                )
+                            )
+                        )
+                    ],
                     name=f"query-{position}",
                 )
             summary = summary_record(self.app_id, request, results)

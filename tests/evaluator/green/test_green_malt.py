@@ -20,6 +20,11 @@ from evaluator.evaluation import evaluate_agent
 from evaluator.oracle_vault import OracleVault
 from tests.evaluator.conftest import LOOPBACK, free_port
 from tests.evaluator.green.conftest import Outcome, assess, cancel, wait_until
+from tests.evaluator.green.netarena_facts import (
+    MALT_TYPES,
+    PUBLISHED_SCENARIO_CONFIGS,
+    expected_count,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -32,37 +37,46 @@ def test_card_declares_streaming_and_the_app_skill(start_green) -> None:
     assert card["url"] == green.url + "/" and card["name"] == "netarena-green-malt"
 
 
-def test_oracle_scores_1_and_null_0_with_one_artifact_per_query(
+def test_netarenas_published_scenario_scores_oracle_1_and_null_0(
     start_green, start_purple, vault_dir
 ) -> None:
+    """NetArena's published MALT scenario config, verbatim: NetArena's query count (one per
+    operation type of levels 1 and 2: 7), NetArena's fields with NetArena's meanings."""
     green = start_green("malt")
-    config = {"queries_per_level": 5, "complexity_level": ["level1"], "seed": 11}
-    oracle = assess(green.url, {"participants": {"agent": start_purple("oracle", "malt")},
+    config = PUBLISHED_SCENARIO_CONFIGS["malt"]
+    oracle = assess(green.url, {"participants": {"malt_operator": start_purple("oracle", "malt")},
                                 "config": config})
     assert oracle.state == "completed", oracle.message
-    assert len(oracle.queries) == 5
-    assert [q["query_index"] for q in oracle.queries] == list(range(5))
-    assert all(q["correctness"] and q["safety"] for q in oracle.queries)
-    assert {q["level"] for q in oracle.queries} == {1}
+    assert len(oracle.queries) == expected_count("malt", config) == 7
+    assert [q["query_index"] for q in oracle.queries] == list(range(7))
+    assert sorted(q["Label"].rsplit(", ", 1)[1] for q in oracle.queries) == sorted(
+        MALT_TYPES[1] + MALT_TYPES[2]
+    )
+    assert all(q["Result-Correctness"] == "Pass" and q["correctness"] for q in oracle.queries)
+    assert all(q["agent_info"]["name"] == "malt_operator" for q in oracle.queries)
+    assert all(q["Query"] and q["Result-Latency"] >= 0.0 for q in oracle.queries)
     summary = oracle.summary
     assert (summary["avg_correctness"], summary["avg_safety"]) == (1.0, 1.0)
     assert summary["avg_latency_s"] >= 0.0 and "avg_iterations" not in summary
-    assert summary["correct_and_safe"]["value"] == 1.0 and summary["n"] == 5
-    assert summary["by_level"]["1"]["n"] == 5 and summary["infrastructure_failures"] == []
-    assert sum("processed by agent \"agent\"" in s for s in oracle.statuses) == 5
+    assert summary["correct_and_safe"]["value"] == 1.0 and summary["n"] == 7
+    assert summary["seed_source"] == "regenerated"
+    assert set(summary["not_applied"]) == {"output_dir", "output_file", "benchmark_path"}
+    assert summary["infrastructure_failures"] == []
+    assert sum("processed by agent \"malt_operator\"" in s for s in oracle.statuses) == 7
     assert list(vault_dir.iterdir()) == []
 
     # message/send (not streamed), the request as a data part
     null = assess(
         green.url,
-        {"participants": {"agent": start_purple("null", "malt")}, "config": config},
+        {"participants": {"malt_operator": start_purple("null", "malt")}, "config": config},
         streaming=False,
         as_data=True,
     )
     assert null.state == "completed", null.message
-    assert len(null.queries) == 5
+    assert len(null.queries) == 7
     assert null.summary["avg_correctness"] == 0.0
-    assert null.summary["correct_and_safe"]["high"] < 0.5  # Wilson: 0/5 is not "zero width"
+    assert all(q["Result-Correctness"] == "Fail" for q in null.queries)
+    assert null.summary["correct_and_safe"]["high"] < 0.5  # Wilson: 0/7 is not "zero width"
 
 
 def _evaluate_level(url: str, vault_dir: Path, level: int, seed: int, count: int) -> Any:
