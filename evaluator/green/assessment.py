@@ -123,7 +123,7 @@ class Assessment:
     def run(self, job: tuple[Query, int]) -> EpisodeResult:
         """Run one job as ``evaluate`` does (never raises for emulator or agent failures)."""
         query, trial = job
-        return run_query(
+        result = run_query(
             self.app,
             query,
             self.client,
@@ -131,6 +131,8 @@ class Assessment:
             vault=self.vault,
             max_steps=self.request.config.max_steps,
         )
+        result.prompt_type = self.request.config.prompt_type
+        return result
 
 
 def infrastructure_kind(result: EpisodeResult) -> str | None:
@@ -204,6 +206,7 @@ def query_record(
             "latency_s": result.latency_s,
             "agent_s": result.agent_s,
             "agent_replies": result.steps,
+            "prompt_type_sent": result.prompt_type,
             "failure": result.failure,
             "infrastructure_failure": infrastructure,
         }

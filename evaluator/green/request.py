@@ -32,12 +32,9 @@ from evaluator.types import JSON, SEED_BITS, new_seed
 #: NetArena's prompt types (zero-/few-shot x base/chain-of-thought).
 NETARENA_PROMPT_TYPES = ("zeroshot_base", "fewshot_base", "zeroshot_cot", "fewshot_cot")
 #: NetArena's default prompt type: the app's task prompt sent unchanged, without examples or a
-#: reasoning instruction.
+#: reasoning instruction. The four are applied by :mod:`evaluator.prompting`.
 SUPPORTED_PROMPT_TYPE = "zeroshot_base"
-#: Why a prompt type other than :data:`SUPPORTED_PROMPT_TYPE` has no effect yet.
-PROMPT_TYPE_NOT_APPLIED = (
-    "accepted; only zeroshot_base is applied: the task prompt is sent unchanged"
-)
+
 #: Seed of an assessment that neither names a seed nor asks for regeneration: the same
 #: queries every time, as NetArena re-reads its saved benchmark file unless told to
 #: regenerate it.
@@ -414,11 +411,6 @@ def parse_config(app_id: str, config: Any) -> AssessmentConfig:
         for name, key in keys.items()
         if key.effect != "applied" and name in config
     }
-    if values["prompt_type"] != SUPPORTED_PROMPT_TYPE:
-        not_applied["prompt_type"] = {
-            "value": values["prompt_type"],
-            "reason": PROMPT_TYPE_NOT_APPLIED,
-        }
     return AssessmentConfig(
         levels=values["complexity_level"],
         num_queries=values["num_queries"],

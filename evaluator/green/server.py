@@ -63,6 +63,7 @@ from evaluator.green.request import (
     request_payload,
 )
 from evaluator.oracle_vault import OracleVault
+from evaluator.prompting import PromptTypeClient
 from evaluator.registry import get_app
 from evaluator.types import EpisodeResult
 
@@ -241,7 +242,7 @@ class GreenAgentExecutor(AgentExecutor):
         stop: threading.Event,
     ) -> None:
         config = request.config
-        client = StoppableClient(participant, stop)
+        client = StoppableClient(PromptTypeClient(participant, config.prompt_type), stop)
         levels = ", ".join(f"level{k}" for k in config.levels)
         if self._one_at_a_time.locked():
             await updater.start_work(self._say(updater, "Waiting for the running assessment"))

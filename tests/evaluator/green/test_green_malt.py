@@ -212,7 +212,8 @@ def test_the_green_agent_serves_one_assessment_after_another(start_green, start_
     green = start_green("malt")
     url = start_purple("oracle", "malt")
     request = {"participants": {"agent": url},
-               "config": {"queries_per_level": 1, "complexity_level": ["level3"], "seed": 5}}
+               "config": {"queries_per_level": 1, "complexity_level": ["level3"], "seed": 5,
+                          "prompt_type": "fewshot_cot"}}
 
     async def both() -> tuple[Outcome, Outcome]:
         return await asyncio.gather(
@@ -224,3 +225,6 @@ def test_the_green_agent_serves_one_assessment_after_another(start_green, start_
     assert first.state == second.state == "completed"
     assert first.queries[0]["query_id"] == second.queries[0]["query_id"]
     assert first.summary["avg_correctness"] == second.summary["avg_correctness"] == 1.0
+    assert first.summary["prompt_type"] == "fewshot_cot" and first.summary["not_applied"] == {}
+    assert first.queries[0]["agent_info"]["prompt_type"] == "fewshot_cot"
+    assert first.queries[0]["prompt_type_sent"] == "fewshot_cot"
