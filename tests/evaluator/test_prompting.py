@@ -59,12 +59,12 @@ def test_evaluate_sends_and_records_the_prompt_type() -> None:
 
 
 def test_malt_few_shot_questions_come_from_a_seed_no_assessment_uses() -> None:
+    from apps.malt.app import MaltApp
     from apps.malt.examples import EXAMPLES as MALT_EXAMPLES
     from apps.malt.examples import FEW_SHOT_SEED
     from evaluator.green.request import RequestError
-    from evaluator.registry import get_app
 
-    app = get_app("malt")
+    app = MaltApp()
     questions = [q for q, _ in app.few_shot_examples()]
     assert questions and FEW_SHOT_SEED < 0
     assert questions == [
