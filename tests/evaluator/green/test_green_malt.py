@@ -4,6 +4,7 @@ reference purple agents answer over A2A, and the verdicts are those of ``evaluat
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -153,34 +154,96 @@ def test_malformed_requests_get_invalid_params(
     assert green.executor.running == 0
 
 
+def _serve(command: list[str], log: Path, env: dict[str, str] | None = None) -> tuple[Any, str]:
+    """Start a green agent process; return it and the URL its start line announces."""
+    process = subprocess.Popen(
+        command, cwd=REPO, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        env=None if env is None else {**os.environ, **env},
+    )
+    deadline = time.monotonic() + 60
+    found = None
+    while found is None:
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.terminate()
+            raise AssertionError(log.read_text())
+        found = re.search(r"green agent at (http://\S+)", log.read_text())
+        time.sleep(0.1)
+    return process, found.group(1)
+
+
 def test_served_green_fails_the_task_clearly_when_the_participant_is_unreachable(
     tmp_path,
 ) -> None:
     """``manage.py serve_green`` in its own process, a participant nobody listens on."""
-    log = tmp_path / "green.log"
-    process = subprocess.Popen(
+    process, url = _serve(
         [sys.executable, "manage.py", "serve_green", "--app", "malt", "--port", "0"]
         + ["--timeout-s", "3"],
-        cwd=REPO,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
+        tmp_path / "green.log",
     )
     try:
-        deadline = time.monotonic() + 60
-        found = None
-        while found is None:
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            found = re.search(r"green agent at (http://\S+)", log.read_text())
-            time.sleep(0.1)
         gone = f"http://127.0.0.1:{free_port()}"
-        outcome = assess(found.group(1), {"participants": {"purple": gone}, "config": {}})
+        outcome = assess(url, {"participants": {"purple": gone}, "config": {}})
     finally:
         process.terminate()
         process.wait(timeout=10)
     assert outcome.state == "failed"
     assert 'participant "purple"' in outcome.message and "could not be reached" in outcome.message
     assert outcome.artifacts == []
+
+
+def test_drop_in_mode_starts_as_netarenas_compose_starts_a_green_image(
+    tmp_path, start_purple
+) -> None:
+    """The image's entry point with exactly NetArena's generate_compose.py arguments
+    (``--host --port --card-url``), the app from NETARENA_GREEN_APP, the guard's networks from
+    NETARENA_GREEN_ALLOW_NETWORKS (``local``: this host's networks; loopback added here because
+    the test's purple agent listens there)."""
+    port = free_port()
+    card_url = f"http://localhost:{port}"  # generate_compose.py: http://green-agent:PORT
+    process, url = _serve(
+        [sys.executable, "-m", "evaluator.green", "--host", "127.0.0.1", "--port", str(port),
+         "--card-url", card_url],
+        tmp_path / "green.log",
+        env={"NETARENA_GREEN_APP": "malt",
+             "NETARENA_GREEN_ALLOW_NETWORKS": "local,127.0.0.0/8", "PYTHONPATH": str(REPO)},
+    )
+    try:
+        card = httpx.get(url + "/.well-known/agent-card.json", timeout=10).json()
+        purple = start_purple("null", "malt")
+        outcome = assess(url, {"participants": {"agent": purple},
+                               "config": {"queries_per_level": 1, "complexity_level": [1]}})
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert card["url"] == card_url and card["name"] == "netarena-green-malt"
+    assert outcome.state == "completed", outcome.message
+    assert len(outcome.queries) == 1 and outcome.summary["avg_correctness"] == 0.0
+
+
+def test_drop_in_networks_and_app_come_from_the_environment(tmp_path) -> None:
+    from argparse import Namespace
+
+    from evaluator.green.cli import allowed_networks, chosen_app, local_networks
+
+    routes = tmp_path / "route"
+    routes.write_text(
+        "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n"
+        "eth0\t00000000\t010012AC\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"  # default
+        "eth0\t000012AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n"  # 172.18/16
+        "lo\t0000007F\t00000000\t0001\t0\t0\t0\t000000FF\t0\t0\t0\n"
+    )
+    assert local_networks(str(routes)) == ["172.18.0.0/16"]
+    none = Namespace(app=None, allow_network=None)
+    assert allowed_networks(none, {}) == ("127.0.0.0/8", "::1/128")
+    assert allowed_networks(none, {"NETARENA_GREEN_ALLOW_NETWORKS": "10.1.0.0/16"}) == (
+        "10.1.0.0/16",
+    )
+    with pytest.raises(ValueError, match="neither 'local' nor a CIDR"):
+        allowed_networks(none, {"NETARENA_GREEN_ALLOW_NETWORKS": "compose"})
+    assert chosen_app(none, {"NETARENA_GREEN_APP": "route"}) == "route"
+    assert chosen_app(Namespace(app="k8s"), {"NETARENA_GREEN_APP": "route"}) == "k8s"
+    with pytest.raises(ValueError, match="NETARENA_GREEN_APP"):
+        chosen_app(none, {})
 
 
 def test_cancel_stops_between_queries_and_leaves_nothing_running(
