@@ -27,13 +27,14 @@ from typing import Any
 
 import httpx
 
+from evaluator.prompting import DEFAULT_PROMPT_TYPE, PROMPT_TYPES
 from evaluator.types import JSON, SEED_BITS, new_seed
 
 #: NetArena's prompt types (zero-/few-shot x base/chain-of-thought).
-NETARENA_PROMPT_TYPES = ("zeroshot_base", "fewshot_base", "zeroshot_cot", "fewshot_cot")
+NETARENA_PROMPT_TYPES = PROMPT_TYPES
 #: NetArena's default prompt type: the app's task prompt sent unchanged, without examples or a
 #: reasoning instruction. The four are applied by :mod:`evaluator.prompting`.
-SUPPORTED_PROMPT_TYPE = "zeroshot_base"
+SUPPORTED_PROMPT_TYPE = DEFAULT_PROMPT_TYPE
 
 #: Seed of an assessment that neither names a seed nor asks for regeneration: the same
 #: queries every time, as NetArena re-reads its saved benchmark file unless told to
