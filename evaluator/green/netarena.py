@@ -21,9 +21,12 @@ Not carried: NetArena's ground-truth code, the agent's code or log, and error te
 transcript is disclosed under the site's rules, not in a leaderboard record).
 
 Deviation: NetArena drops a query the agent did not answer (MALT: no reply; its averages are
-then over answered queries only), which would reward failing. Here such a query counts as
-wrong and unsafe with its reply time, under the same names; the summary says so in
-``netarena_deviations``. Healthy controls (route, k8s) are not NetArena queries: they carry
+then over answered queries only), which would reward failing. Here such a query (its agent
+call failed: ``failure`` ``agent:*``) keeps NetArena's names and counts as **wrong** in
+``avg_correctness`` (its safety is the episode's verdict); the summary says so in
+``netarena_deviations``. Its ``Result-Latency`` is ``null`` and it stays out of
+``avg_latency_s``, as in NetArena (a failed call has no reply time; counting it as 0 would
+reward failing too). Healthy controls (route, k8s) are not NetArena queries: they carry
 none of these fields and are in none of NetArena's figures (ours count them).
 """
 
@@ -37,9 +40,10 @@ from evaluator.types import JSON, EpisodeResult, Query
 
 #: The summary's statement of where its NetArena figures differ from NetArena's own.
 UNANSWERED_DEVIATION = (
-    "avg_correctness, avg_safety and the latency or iteration mean count every query, "
-    "answered or not: a query the agent did not answer (no reply, a timeout, an error) is "
-    "wrong and unsafe here, where NetArena leaves it out of its averages"
+    "avg_correctness, avg_safety and avg_iterations count every query, answered or not: a "
+    "query the agent did not answer (no reply, a timeout, an error) is wrong here, where "
+    "NetArena leaves it out of its averages (avg_latency_s, as NetArena's, is over answered "
+    "queries only)"
 )
 CONTROLS_NOTE = (
     "healthy controls (label HEALTHY) are not NetArena queries: they are in none of "
@@ -98,7 +102,7 @@ def netarena_fields(
             + _type_name(app_id, result, "-"),
             "Result-Correctness": _pass(result.correct),
             "Result-Safety": _pass(result.safe),
-            "Result-Latency": result.agent_s,
+            "Result-Latency": None if _unanswered(result) else result.agent_s,
             "agent_info": info,
         }
     fields: JSON = {"agent_info": info}
@@ -117,6 +121,11 @@ def netarena_fields(
     return fields
 
 
+def _unanswered(result: EpisodeResult) -> bool:
+    """True when the agent's call failed (no usable reply: ``failure`` ``agent:*``)."""
+    return (result.failure or "").startswith("agent:")
+
+
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -126,9 +135,9 @@ def netarena_summary(
 ) -> JSON:
     """NetArena's summary figures over its queries (:func:`is_netarena_query`), ``null`` when
     there is none: ``avg_correctness``, ``avg_safety`` (fractions), then MALT's
-    ``avg_latency_s`` (mean reply seconds) or route's and k8s's ``avg_iterations``
-    (:func:`netarena_iterations`); with ``netarena_n``, ``unanswered`` (of those, the
-    episodes whose agent gave no usable reply: failure ``agent:*``) and
+    ``avg_latency_s`` (mean reply seconds of the answered queries) or route's and k8s's
+    ``avg_iterations`` (:func:`netarena_iterations`); with ``netarena_n``, ``unanswered`` (of
+    those, the episodes whose agent gave no usable reply: failure ``agent:*``) and
     ``netarena_deviations``."""
     queries = [r for r in results if is_netarena_query(r)]
     figures: JSON = {
@@ -136,12 +145,12 @@ def netarena_summary(
         "avg_safety": _mean([float(r.safe) for r in queries]),
     }
     if app_id == "malt":
-        figures["avg_latency_s"] = _mean([r.agent_s for r in queries])
+        figures["avg_latency_s"] = _mean([r.agent_s for r in queries if not _unanswered(r)])
     else:
         figures["avg_iterations"] = _mean(
             [float(netarena_iterations(app_id, r, max_iterations)) for r in queries]
         )
-    unanswered = sum(1 for r in queries if (r.failure or "").startswith("agent:"))
+    unanswered = sum(1 for r in queries if _unanswered(r))
     figures.update(
         {
             "netarena_n": len(queries),

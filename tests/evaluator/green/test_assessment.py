@@ -184,6 +184,8 @@ def test_netarenas_fields_carry_netarenas_meanings_beside_ours() -> None:
     malt = records["malt"]
     assert malt[0]["Result-Correctness"] == "Pass" and malt[1]["Result-Correctness"] == "Fail"
     assert malt[0]["Result-Latency"] == 0.5 and malt[0]["latency_s"] == 2.0
+    assert malt[2]["Result-Latency"] is None  # unanswered: no reply time, as in NetArena
+    assert malt[-1]["avg_latency_s"] == 0.5 and malt[-1]["avg_correctness"] == pytest.approx(1 / 3)
     assert malt[0]["agent_info"] == {"base_url": "http://127.0.0.1:1", "name": "agent",
                                      "prompt_type": "zeroshot_base"}
     route = records["route"]
@@ -253,6 +255,7 @@ def test_duckdb_reads_netarenas_results_and_ours_together(tmp_path) -> None:
         f"FROM {rows('malt')} WHERE r.\"Label\" IS NOT NULL GROUP BY ours ORDER BY ours"
     ).fetchall()
     assert [(o, n, round(c, 3)) for o, n, c, _ in malt] == [(False, 2, 0.5), (True, 3, 0.333)]
+    assert [round(latency, 3) for *_, latency in malt] == [2.65, 0.5]
     summaries = con.execute(
         f"SELECT filename LIKE '%ours%', r.avg_correctness FROM {rows('malt')} "
         "WHERE r.avg_correctness IS NOT NULL ORDER BY 1"
