@@ -83,3 +83,17 @@ ENV NETARENA_K8S_BIN=/opt/k8s/bin \
 FROM runtime AS test
 USER root
 RUN NETARENA_SETUP=dev scripts/setup.sh && rm -rf /var/lib/apt/lists/* /root/.cache
+
+# Drop-in AgentBeats green agents (docs/agentbeats.md, "Drop-in image"): NetArena's
+# generate_compose.py starts a green image with only --host, --port and --card-url, so the
+# entry point is the green agent and the app comes from NETARENA_GREEN_APP. Root: route's
+# and k8s's emulators and MALT's sandbox need it (as the workers in docker-compose.yml).
+FROM runtime AS green
+USER root
+ENV NETARENA_GREEN_ALLOW_NETWORKS=local
+ENTRYPOINT ["python", "-m", "evaluator.green"]
+
+FROM worker-k8s AS green-k8s
+ENV NETARENA_GREEN_APP=k8s \
+    NETARENA_GREEN_ALLOW_NETWORKS=local
+ENTRYPOINT ["python", "-m", "evaluator.green"]

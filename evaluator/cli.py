@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from evaluator.agents import LOOPBACK_NETWORKS, PROTOCOLS, make_client
 from evaluator.evaluation import evaluate_agent
 from evaluator.oracle_vault import OracleVault
+from evaluator.prompting import DEFAULT_PROMPT_TYPE, PROMPT_TYPES
 from evaluator.registry import app_ids
 from evaluator.report import format_summary_table, write_result_file
 from evaluator.types import EpisodeResult, new_seed
@@ -75,6 +76,13 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
         "of packs, docs/writing-a-variant-pack.md); repeatable; every app of --apps needs a "
         "pack; default: the packs of NETARENA_VARIANT_DIRS mixed "
         "with the public generator",
+    )
+    parser.add_argument(
+        "--prompt-type",
+        choices=PROMPT_TYPES,
+        default=DEFAULT_PROMPT_TYPE,
+        help="NetArena's prompt type the tasks are sent with (default zeroshot_base: unchanged; "
+        "docs/agentbeats.md); recorded with every result",
     )
     parser.add_argument("--quiet", action="store_true", help="no per-episode lines")
 
@@ -163,6 +171,7 @@ def run_evaluate(options: argparse.Namespace, out: object = sys.stdout) -> int:
             on_result=progress,
             variant_packs=variant_packs,
             share=share,
+            prompt_type=getattr(options, "prompt_type", DEFAULT_PROMPT_TYPE),
         )
     finally:
         client.close()

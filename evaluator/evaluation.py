@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from evaluator.agents.base import AgentClient
 from evaluator.app import App
 from evaluator.oracle_vault import OracleVault
+from evaluator.prompting import DEFAULT_PROMPT_TYPE, PromptTypeClient, check_prompt_type
 from evaluator.registry import get_app
 from evaluator.report import FORMAT_VERSION, summarize
 from evaluator.runner import new_episode_id, run_episode_guarded
@@ -68,6 +69,7 @@ def evaluate_agent(
     on_result: Callable[[EpisodeResult], None] | None = None,
     variant_packs: Sequence[VariantPack] | None = None,
     share: float | None = None,
+    prompt_type: str = DEFAULT_PROMPT_TYPE,
 ) -> JSON:
     """Generate ``queries_per_app`` queries per app and run each ``trials`` times with
     ``client`` (``EpisodeResult.trial`` numbers the repetitions; the summary then carries
@@ -82,16 +84,22 @@ def evaluate_agent(
     one pack (``evaluate --variant-pack DIR``). The result's ``run.packs`` names every pack the
     batch could draw from, with its content hash.
 
+    ``prompt_type`` is NetArena's prompt type the tasks are sent with
+    (:mod:`evaluator.prompting`); it is recorded in ``run`` and in every episode.
+
     Returns the result document (see :mod:`evaluator.report`); infrastructure failures are
     listed among the episodes (``infrastructure`` set, ``failure == "infrastructure"``) and
     left out of the summary.
 
     Raises:
         UnknownAppError: an app id is not registered or cannot be imported.
-        ValueError: bad counts or levels (from the apps' ``generate``), ``trials < 1``.
+        ValueError: bad counts or levels (from the apps' ``generate``), ``trials < 1``, an
+            unknown prompt type.
     """
     if trials < 1:
         raise ValueError(f"trials must be at least 1, got {trials}")
+    check_prompt_type(prompt_type)
+    sender = client if prompt_type == DEFAULT_PROMPT_TYPE else PromptTypeClient(client, prompt_type)
     started_at = datetime.now(UTC).isoformat()
     apps = [get_app(app_id) for app_id in app_ids]
     chosen_share = held_out_share() if share is None else share
@@ -125,7 +133,9 @@ def evaluate_agent(
 
     def work(job: tuple[App, Query, int]) -> EpisodeResult:
         app, query, trial = job
-        return run_query(app, query, client, trial=trial, vault=vault, max_steps=max_steps)
+        result = run_query(app, query, sender, trial=trial, vault=vault, max_steps=max_steps)
+        result.prompt_type = prompt_type
+        return result
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         for result in pool.map(work, jobs):
@@ -142,6 +152,7 @@ def evaluate_agent(
             "queries_per_app": queries_per_app,
             "trials": trials,
             "level": level,
+            "prompt_type": prompt_type,
             "started_at": started_at,
             "finished_at": datetime.now(UTC).isoformat(),
             "wall_s": time.perf_counter() - t0,

@@ -256,6 +256,8 @@ class EpisodeResult:
         trial: which repetition of the query this episode is (0-based; ``evaluate --trials``).
         pack: :attr:`Query.pack`, the variant pack the query came from (``"public"`` or a
             held-out pack's name; the public/held-out gap is computed from it).
+        prompt_type: NetArena's prompt type the task was sent with (``zeroshot_base``: unchanged;
+            :mod:`evaluator.prompting`).
     """
 
     app_id: str
@@ -283,6 +285,7 @@ class EpisodeResult:
     trial: int = 0
     blast_radius: int | None = None
     pack: str = "public"
+    prompt_type: str = "zeroshot_base"
 
     @property
     def label(self) -> str:

@@ -20,30 +20,39 @@ from dataclasses import dataclass
 from evaluator.agents.base import AgentClient, AgentError, AgentReply
 from evaluator.app import App
 from evaluator.evaluation import run_query
-from evaluator.green.request import AssessmentConfig, AssessmentRequest
+from evaluator.green.counts import netarena_type, plan_netarena_level
+from evaluator.green.netarena import agent_info, netarena_fields, netarena_summary
+from evaluator.green.request import SUPPORTED_PROMPT_TYPE, AssessmentConfig, AssessmentRequest
 from evaluator.oracle_vault import OracleVault
+from evaluator.registry import get_app
 from evaluator.report import summarize
+from evaluator.sampling import HEALTHY_LABEL
 from evaluator.stats import wilson_interval
 from evaluator.types import JSON, EpisodeResult, Query
 from evaluator.variants import generate_batch
 
-#: Apps whose NetArena green agent reports mean iterations; the others (MALT, single-shot)
-#: report mean latency.
-ITERATION_APPS = frozenset({"route", "k8s"})
 #: ``AgentError`` category of a call refused because the assessment was canceled.
 CANCELED = "canceled"
 
 
 def plan_queries(app: App, config: AssessmentConfig) -> list[Query]:
     """The queries of an assessment, level by level in the requested order, then sliced by
-    ``start_index``/``end_index`` (Python slice semantics).
+    ``start_index``/``end_index`` (Python slice semantics). Per level: NetArena's count,
+    ``num_queries`` of each NetArena query type
+    (:func:`evaluator.green.counts.plan_netarena_level`), or with ``queries_per_level`` the
+    first that many of the level's batch.
 
     Raises:
-        ValueError, VariantPackError: as :func:`evaluator.variants.generate_batch`.
+        ValueError, VariantPackError: as :func:`evaluator.variants.generate_batch`, or a
+            batch without enough queries of a NetArena type.
     """
     queries: list[Query] = []
     for level in config.levels:
-        queries += generate_batch(app, config.num_queries, config.level_seed(level), level)
+        seed = config.level_seed(level)
+        if config.queries_per_level is not None:
+            queries += generate_batch(app, config.queries_per_level, seed, level)
+        else:
+            queries += plan_netarena_level(app, level, config.num_queries, seed)
     return queries[config.start_index : config.end_index]
 
 
@@ -114,7 +123,7 @@ class Assessment:
     def run(self, job: tuple[Query, int]) -> EpisodeResult:
         """Run one job as ``evaluate`` does (never raises for emulator or agent failures)."""
         query, trial = job
-        return run_query(
+        result = run_query(
             self.app,
             query,
             self.client,
@@ -122,6 +131,8 @@ class Assessment:
             vault=self.vault,
             max_steps=self.request.config.max_steps,
         )
+        result.prompt_type = self.request.config.prompt_type
+        return result
 
 
 def infrastructure_kind(result: EpisodeResult) -> str | None:
@@ -132,15 +143,32 @@ def infrastructure_kind(result: EpisodeResult) -> str | None:
     return result.infrastructure.error.partition(":")[0].strip() or "EmulatorError"
 
 
-def query_record(position: int, result: EpisodeResult) -> JSON:
-    """The data artifact of one finished episode.
+def _max_iterations(request: AssessmentRequest | None, app_id: str) -> int:
+    if request is not None and request.config.max_steps is not None:
+        return request.config.max_steps
+    return get_app(app_id).max_steps
 
-    Shape: ``{"kind": "query", "query_index": position (0-based, in the assessment), "level",
-    "labels": [..], "label": "a+b", "seed": the batch seed, "index": the query's index in its
-    batch, "query_id", "trial", "correctness": bool, "safety": bool, "latency_s": float
-    (the app's latency, glossary), "iterations": agent replies used, "failure": category or
-    null, "infrastructure_failure": null or {"kind", "error", "attempts"}}``. An
-    infrastructure failure is not the agent's result: it is never averaged.
+
+def query_record(
+    position: int,
+    result: EpisodeResult,
+    *,
+    query: Query | None = None,
+    request: AssessmentRequest | None = None,
+) -> JSON:
+    """The data artifact of one finished episode: NetArena's fields for the app with
+    NetArena's meanings (:func:`evaluator.green.netarena.netarena_fields`; none for a healthy
+    control or an infrastructure failure), then ours.
+
+    Ours: ``{"kind": "query", "query_index": position (0-based, in the assessment), "level",
+    "labels": [..], "label_combo": "a+b", "netarena_type": NetArena's query type or null,
+    "seed": the batch seed, "index": the query's index in its batch, "query_id", "trial",
+    "correctness": bool, "safety": bool, "latency_s": float (the app's latency, glossary),
+    "agent_s": seconds waiting for the agent, "agent_replies": replies used, "failure":
+    category or null, "infrastructure_failure": null or {"kind", "error", "attempts"}}``. No
+    name of ours equals one of NetArena's ignoring case. An infrastructure failure is not the
+    agent's result: it is never averaged. ``query`` supplies MALT's ``Query`` text and
+    ``request`` the participant (``agent_info``) and ``max_iterations`` (default: the app's).
     """
     infrastructure = None
     if result.infrastructure is not None:
@@ -149,23 +177,41 @@ def query_record(position: int, result: EpisodeResult) -> JSON:
             "error": result.infrastructure.error,
             "attempts": result.infrastructure.attempts,
         }
-    return {
-        "kind": "query",
-        "query_index": position,
-        "level": result.level,
-        "labels": list(result.labels),
-        "label": result.label,
-        "seed": result.seed,
-        "index": result.index,
-        "query_id": result.query_id,
-        "trial": result.trial,
-        "correctness": result.correct,
-        "safety": result.safe,
-        "latency_s": result.latency_s,
-        "iterations": result.steps,
-        "failure": result.failure,
-        "infrastructure_failure": infrastructure,
-    }
+    info = (
+        agent_info(request.role, request.participant_url, request.config.prompt_type)
+        if request is not None
+        else agent_info("", "", SUPPORTED_PROMPT_TYPE)
+    )
+    record = netarena_fields(
+        result.app_id,
+        result,
+        query,
+        info=info,
+        max_iterations=_max_iterations(request, result.app_id),
+    )
+    record.update(
+        {
+            "kind": "query",
+            "query_index": position,
+            "level": result.level,
+            "labels": list(result.labels),
+            "label_combo": result.label,
+            "netarena_type": netarena_type(result.app_id, result.level, tuple(result.labels)),
+            "seed": result.seed,
+            "index": result.index,
+            "query_id": result.query_id,
+            "trial": result.trial,
+            "correctness": result.correct,
+            "safety": result.safe,
+            "latency_s": result.latency_s,
+            "agent_s": result.agent_s,
+            "agent_replies": result.steps,
+            "prompt_type_sent": result.prompt_type,
+            "failure": result.failure,
+            "infrastructure_failure": infrastructure,
+        }
+    )
+    return record
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -177,14 +223,17 @@ def summary_record(
 ) -> JSON:
     """The final data artifact of an assessment.
 
-    NetArena's figures, under its names: ``avg_correctness`` and ``avg_safety`` (fractions of
-    episodes) and ``avg_latency_s`` (MALT, seconds) or ``avg_iterations`` (route, k8s: agent
-    replies), means over the scored episodes (``null`` when there is none). Ours:
-    ``correct_and_safe`` with its 95% Wilson interval (:func:`evaluator.stats.wilson_interval`,
-    docs/metrics.md), ``by_level`` (the same per level, with correctness and safety),
-    ``infrastructure_failures`` (listed with their kind, never averaged), the seeds and
-    config actually used, and ``summary``: the app's entry of the ``evaluate`` result file's
-    summary (:func:`evaluator.report.summarize`).
+    NetArena's figures, under its names and with its meanings, over NetArena's queries (no
+    healthy controls; :func:`evaluator.green.netarena.netarena_summary`): ``avg_correctness``,
+    ``avg_safety``, and MALT's ``avg_latency_s`` (mean reply seconds) or route's and k8s's
+    ``avg_iterations`` (failures at NetArena's value), with ``netarena_n``, ``unanswered``
+    and ``netarena_deviations`` (unanswered queries count as wrong here). Ours, over every
+    scored episode: ``avg_app_latency_s`` (the app's latency, glossary), ``avg_agent_replies``,
+    ``controls``, ``correct_and_safe`` with its 95% Wilson interval
+    (:func:`evaluator.stats.wilson_interval`, docs/metrics.md), ``by_level`` (the same per
+    level, with correctness and safety), ``infrastructure_failures`` (listed with their kind,
+    never averaged), the seeds and config actually used, and ``summary``: the app's entry of
+    the ``evaluate`` result file's summary (:func:`evaluator.report.summarize`).
     """
     config = request.config
     scored = [r for r in results if r.scored]
@@ -193,13 +242,11 @@ def summary_record(
         "kind": "summary",
         "app": app_id,
         "participant": request.role,
-        "avg_correctness": _mean([float(r.correct) for r in scored]),
-        "avg_safety": _mean([float(r.safe) for r in scored]),
+        **netarena_summary(app_id, results, max_iterations=_max_iterations(request, app_id)),
+        "avg_app_latency_s": _mean([r.latency_s for r in scored]),
+        "avg_agent_replies": _mean([float(r.steps) for r in scored]),
+        "controls": sum(1 for r in scored if HEALTHY_LABEL in r.labels),
     }
-    if app_id in ITERATION_APPS:
-        record["avg_iterations"] = _mean([float(r.steps) for r in scored])
-    else:
-        record["avg_latency_s"] = _mean([r.latency_s for r in scored])
     engine_summary = summarize(scored).get(app_id)
     levels = engine_summary["levels"] if engine_summary else {}
     record.update(
@@ -238,6 +285,7 @@ def summary_record(
             "num_queries": config.num_queries,
             "trials": config.trials,
             "max_steps": config.max_steps,
+            "queries_per_level": config.queries_per_level,
             "prompt_type": config.prompt_type,
             "not_applied": config.not_applied,
             "summary": engine_summary,

@@ -4,12 +4,15 @@ The request is one A2A message whose data part (or text, as JSON) is::
 
     {"participants": {"<role>": "<purple agent URL>"}, "config": {...}}
 
-with exactly one participant. ``config`` takes the keys NetArena's green agent for the app
-takes, with NetArena's defaults, plus ours (``seed``, ``trials``, and ``complexity_level``
-for route and k8s, whose NetArena agents have no levels). :data:`CONFIG_KEYS` lists them per
-app; docs/agentbeats.md has the table. Keys whose effect this engine does not reproduce are
-either accepted with no effect (a file location) and reported in ``not_applied``, or accepted
-only at NetArena's default value and refused otherwise (they would change what is run).
+with exactly one participant. ``config`` takes every field of NetArena's config class for the app
+(``MaltConfig`` in NetArena's ``app-malt/main.py``, ``AppRouteConfig`` in
+``app-route/test_function.py``, ``K8sConfig`` in ``app-k8s/run_workflow.py``, commit 93225b4),
+with NetArena's defaults, plus ours (``seed``, ``trials``, ``queries_per_level``, and
+``complexity_level`` for route and k8s, whose NetArena agents have no levels).
+:data:`CONFIG_KEYS` lists them per app; docs/agentbeats.md has the table. A NetArena key
+whose effect this engine does not reproduce (a file location, NetArena's fixed topology size,
+its agent list) is accepted, type-checked, and reported in ``not_applied`` with the reason;
+a key NetArena does not know either is refused, named.
 
 Every problem raises :class:`RequestError` naming the offending key; the server turns it
 into an A2A ``InvalidParamsError`` (JSON-RPC -32602).
@@ -24,14 +27,15 @@ from typing import Any
 
 import httpx
 
+from evaluator.prompting import DEFAULT_PROMPT_TYPE, PROMPT_TYPES
 from evaluator.types import JSON, SEED_BITS, new_seed
 
 #: NetArena's prompt types (zero-/few-shot x base/chain-of-thought).
-NETARENA_PROMPT_TYPES = ("zeroshot_base", "fewshot_base", "zeroshot_cot", "fewshot_cot")
-#: The one prompt type this engine reproduces: the app's task prompt sent unchanged, without
-#: examples or a reasoning instruction. Few-shot and chain-of-thought are strategies of the
-#: agent here (``serve_agent --agent llm --strategy``), not of the evaluator.
-SUPPORTED_PROMPT_TYPE = "zeroshot_base"
+NETARENA_PROMPT_TYPES = PROMPT_TYPES
+#: NetArena's default prompt type: the app's task prompt sent unchanged, without examples or a
+#: reasoning instruction. The four are applied by :mod:`evaluator.prompting`.
+SUPPORTED_PROMPT_TYPE = DEFAULT_PROMPT_TYPE
+
 #: Seed of an assessment that neither names a seed nor asks for regeneration: the same
 #: queries every time, as NetArena re-reads its saved benchmark file unless told to
 #: regenerate it.
@@ -63,9 +67,9 @@ class ConfigKey:
         name: the key as NetArena's scenario files spell it.
         default: the value when the key is absent (``None``: see ``doc``).
         origin: ``"netarena"`` (NetArena's green agent takes it) or ``"ours"``.
-        effect: ``"applied"``, ``"none"`` (accepted, reported in ``not_applied``) or
-            ``"default-only"`` (accepted at ``default`` only, reported in ``not_applied``).
-        doc: what it does here (docs/agentbeats.md repeats it).
+        effect: ``"applied"`` or ``"none"`` (accepted, type-checked, reported in
+            ``not_applied`` with ``doc`` as the reason).
+        doc: what it does here, or why it has no effect (docs/agentbeats.md repeats it).
         check: validates and normalises a given value; raises ``ValueError`` with the reason.
     """
 
@@ -94,6 +98,10 @@ def _optional_int(value: Any) -> int | None:
     return value
 
 
+def _optional_count(value: Any) -> int | None:
+    return None if value is None else _int_in(1, MAX_NUM_QUERIES)(value)
+
+
 def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError("must be true or false")
@@ -113,16 +121,21 @@ def _seed(value: Any) -> int | None:
 
 
 def _prompt_type(value: Any) -> str:
-    if value == SUPPORTED_PROMPT_TYPE:
-        return value
     if value in NETARENA_PROMPT_TYPES:
-        raise ValueError(
-            f"{value!r} is not reproduced here: this engine sends each app's own task prompt "
-            f"unchanged, which is NetArena's {SUPPORTED_PROMPT_TYPE!r}; few-shot and "
-            "chain-of-thought prompting belong to the purple agent (e.g. serve_agent --agent "
-            "llm --strategy few-shot|cot)"
-        )
+        return str(value)
     raise ValueError(f"must be one of {', '.join(NETARENA_PROMPT_TYPES)}")
+
+
+def _agent_client_configs(value: Any) -> list[Any]:
+    """NetArena's ``list[AgentClientConfig]``: a list of objects (its green agents replace it
+    with the one participant, as this one does)."""
+    if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
+        raise ValueError("must be a list of objects (NetArena's AgentClientConfig)")
+    return value
+
+
+def _positive_int(value: Any) -> int:
+    return _int_in(1, 2**31 - 1)(value)
 
 
 def parse_level(value: Any) -> int:
@@ -156,25 +169,17 @@ def _levels_check(levels: Sequence[int]) -> Callable[[Any], tuple[int, ...]]:
     return check
 
 
-def _equal_to(default: Any, why: str) -> Callable[[Any], Any]:
-    def check(value: Any) -> Any:
-        if isinstance(value, bool) or value != default:
-            raise ValueError(f"only {default!r} (NetArena's default) is accepted: {why}")
-        return value
-
-    return check
-
-
 def _common_keys(
-    levels: tuple[int, ...], default_levels: tuple[int, ...], origin: str
+    levels: tuple[int, ...], default_levels: tuple[int, ...], origin: str, num_queries: int
 ) -> list[ConfigKey]:
     return [
         ConfigKey(
             "num_queries",
-            10,
+            num_queries,
             "netarena",
             "applied",
-            "queries per complexity level (each level's batch cycles through its labels)",
+            "queries per NetArena query type (MALT operation, route and k8s error type) at "
+            "each level, as NetArena counts them (docs/agentbeats.md, Query counts)",
             _int_in(1, MAX_NUM_QUERIES),
         ),
         ConfigKey(
@@ -190,8 +195,18 @@ def _common_keys(
             SUPPORTED_PROMPT_TYPE,
             "netarena",
             "applied",
-            "only zeroshot_base: the app's task prompt, unchanged",
+            "NetArena's prompt strategy: zeroshot_base (the task prompt unchanged), "
+            "fewshot_base, zeroshot_cot, fewshot_cot",
             _prompt_type,
+        ),
+        ConfigKey(
+            "queries_per_level",
+            None,
+            "ours",
+            "applied",
+            "instead of NetArena's count: this many queries per level, the first of the "
+            "level's batch (exactly evaluate's --queries); null: NetArena's count",
+            _optional_count,
         ),
         ConfigKey(
             "seed",
@@ -224,6 +239,24 @@ def _regenerate(name: str) -> ConfigKey:
     )
 
 
+def _ignored(name: str, default: Any, why: str, check: Callable[[Any], Any] = _str) -> ConfigKey:
+    """A NetArena key accepted for its type and reported in ``not_applied`` with ``why``."""
+    return ConfigKey(name, default, "netarena", "none", why, check)
+
+
+_OUTPUT_DIR = "NetArena's directory for logs and result files; results here are the A2A artifacts"
+_OUTPUT_FILE = "NetArena's result file name; results here are the A2A artifacts"
+_BENCHMARK_PATH = (
+    "NetArena's saved benchmark file; queries here are generated from the seed (regenerate "
+    "or seed decide which)"
+)
+_AGENT_CLIENT_CONFIGS = (
+    "NetArena's list of agents; its green agents replace it with the one participant, as "
+    "this one does"
+)
+_TOPOLOGY = "NetArena's fixed topology size; topologies here are sized by level (docs/route.md)"
+
+
 def _max_iterations() -> ConfigKey:
     return ConfigKey(
         "max_iterations",
@@ -235,26 +268,24 @@ def _max_iterations() -> ConfigKey:
     )
 
 
-#: The ``config`` keys each app's green agent takes, by app id.
+#: The ``config`` keys each app's green agent takes, by app id: every field of NetArena's
+#: ``MaltConfig``, ``AppRouteConfig`` and ``K8sConfig`` (commit 93225b4) with its default,
+#: then ours.
 CONFIG_KEYS: dict[str, tuple[ConfigKey, ...]] = {
     "malt": (
-        *_common_keys((1, 2, 3), (1, 2), "netarena"),
+        *_common_keys((1, 2, 3), (1, 2), "netarena", 10),
         _regenerate("regenerate_query"),
-        ConfigKey(
-            "benchmark_path",
-            "malt_benchmark.jsonl",
-            "netarena",
-            "none",
-            "NetArena's saved benchmark file; queries are generated from the seed here",
-            _str,
-        ),
+        _ignored("output_dir", "output", _OUTPUT_DIR),
+        _ignored("output_file", "eval_results.jsonl", _OUTPUT_FILE),
+        _ignored("benchmark_path", "malt_benchmark.jsonl", _BENCHMARK_PATH),
+        _ignored("agent_client_configs", [], _AGENT_CLIENT_CONFIGS, _agent_client_configs),
         ConfigKey(
             "start_index",
-            None,
+            0,
             "netarena",
             "applied",
-            "first query to run (Python slice of the planned queries; null: from the start)",
-            _optional_int,
+            "first query to run (Python slice of the planned queries)",
+            _int_in(0, 2**31 - 1),
         ),
         ConfigKey(
             "end_index",
@@ -266,38 +297,28 @@ CONFIG_KEYS: dict[str, tuple[ConfigKey, ...]] = {
         ),
     ),
     "route": (
-        *_common_keys((1, 2, 3), (1, 2, 3), "ours"),
+        *_common_keys((1, 2, 3), (1, 2, 3), "ours", 1),
         _regenerate("regenerate_benchmark"),
         _max_iterations(),
-        ConfigKey(
-            "num_switches",
-            2,
-            "netarena",
-            "default-only",
-            "NetArena's fixed topology size; topologies here are sized by level",
-            _equal_to(2, "topologies here are sized by level"),
-        ),
-        ConfigKey(
-            "num_hosts_per_subnet",
-            1,
-            "netarena",
-            "default-only",
-            "NetArena's fixed topology size; topologies here are sized by level",
-            _equal_to(1, "topologies here are sized by level"),
-        ),
+        _ignored("output_dir", "results", _OUTPUT_DIR),
+        _ignored("benchmark_path", "error_config.json", _BENCHMARK_PATH),
+        _ignored("num_switches", 2, _TOPOLOGY, _positive_int),
+        _ignored("num_hosts_per_subnet", 1, _TOPOLOGY, _positive_int),
+        _ignored("agent_client_configs", [], _AGENT_CLIENT_CONFIGS, _agent_client_configs),
     ),
     "k8s": (
-        *_common_keys((1, 2, 3), (1, 2, 3), "ours"),
+        *_common_keys((1, 2, 3), (1, 2, 3), "ours", 10),
         _regenerate("regenerate_config"),
         _max_iterations(),
-        ConfigKey(
+        _ignored("output_dir", "output", _OUTPUT_DIR),
+        _ignored("output_file", "eval_results.jsonl", _OUTPUT_FILE),
+        _ignored("benchmark_path", "error_config.jsonl", _BENCHMARK_PATH),
+        _ignored(
             "microservice_dir",
-            None,
-            "netarena",
-            "none",
-            "NetArena's manifest checkout; the engine deploys its own manifests per episode",
-            _str,
+            "microservices-demo",
+            "NetArena's manifest checkout; each episode here deploys the engine's own manifests",
         ),
+        _ignored("agent_client_configs", [], _AGENT_CLIENT_CONFIGS, _agent_client_configs),
     ),
 }
 
@@ -308,15 +329,18 @@ class AssessmentConfig:
 
     Attributes:
         levels: complexity levels to assess, in the requested order.
-        num_queries: queries per level.
+        num_queries: queries per NetArena query type at each level
+            (:mod:`evaluator.green.counts`).
+        queries_per_level: when set, instead of NetArena's count: this many queries per
+            level, the first of its batch.
         seed: the assessment seed; level ``L``'s batch is drawn with ``seed + L - 1``.
         seed_source: ``"config"``, ``"regenerated"`` (fresh random) or ``"default"``.
         trials: runs per query.
         max_steps: step budget per episode, ``None`` for the app's own.
         start_index, end_index: slice of the planned queries (``None``: open).
-        prompt_type: always :data:`SUPPORTED_PROMPT_TYPE`.
-        not_applied: keys given whose effect this engine does not reproduce, with their
-            values; echoed in the summary.
+        prompt_type: one of :data:`NETARENA_PROMPT_TYPES`.
+        not_applied: ``{key: {"value": given value, "reason": why it has no effect}}`` for
+            every key given whose effect this engine does not reproduce; echoed in the summary.
         given: the config as received (JSON).
     """
 
@@ -328,6 +352,7 @@ class AssessmentConfig:
     max_steps: int | None = None
     start_index: int | None = None
     end_index: int | None = None
+    queries_per_level: int | None = None
     prompt_type: str = SUPPORTED_PROMPT_TYPE
     not_applied: JSON = field(default_factory=dict)
     given: JSON = field(default_factory=dict)
@@ -352,8 +377,9 @@ def parse_config(app_id: str, config: Any) -> AssessmentConfig:
     """Check ``config`` against :data:`CONFIG_KEYS` of ``app_id``.
 
     Raises:
-        RequestError: unknown key, wrong type or value, a level the app does not have, a
-            prompt type not reproduced here; ``key`` names it (``"config.<name>"``).
+        RequestError: a key NetArena's config class for the app does not have and that is
+            not ours, a wrong type or value, a level the app does not have; ``key`` names it
+            (``"config.<name>"``).
     """
     if not isinstance(config, Mapping):
         raise RequestError("config", "config must be a JSON object")
@@ -381,8 +407,8 @@ def parse_config(app_id: str, config: Any) -> AssessmentConfig:
         seed, source = new_seed(), "regenerated"
     else:
         seed, source = DEFAULT_SEED, "default"
-    not_applied = {
-        name: values[name]
+    not_applied: JSON = {
+        name: {"value": values[name], "reason": key.doc}
         for name, key in keys.items()
         if key.effect != "applied" and name in config
     }
@@ -395,6 +421,7 @@ def parse_config(app_id: str, config: Any) -> AssessmentConfig:
         max_steps=values["max_iterations"] if "max_iterations" in config else None,
         start_index=values.get("start_index"),
         end_index=values.get("end_index"),
+        queries_per_level=values["queries_per_level"],
         prompt_type=values["prompt_type"],
         not_applied=not_applied,
         given=dict(config),

@@ -63,6 +63,7 @@ from evaluator.green.request import (
     request_payload,
 )
 from evaluator.oracle_vault import OracleVault
+from evaluator.prompting import PromptTypeClient
 from evaluator.registry import get_app
 from evaluator.types import EpisodeResult
 
@@ -241,7 +242,7 @@ class GreenAgentExecutor(AgentExecutor):
         stop: threading.Event,
     ) -> None:
         config = request.config
-        client = StoppableClient(participant, stop)
+        client = StoppableClient(PromptTypeClient(participant, config.prompt_type), stop)
         levels = ", ".join(f"level{k}" for k in config.levels)
         if self._one_at_a_time.locked():
             await updater.start_work(self._say(updater, "Waiting for the running assessment"))
@@ -281,7 +282,15 @@ class GreenAgentExecutor(AgentExecutor):
                     ),
                 )
                 await updater.add_artifact(
-                    [Part(root=DataPart(data=query_record(position, result)))],
+                    [
+                        Part(
+                            root=DataPart(
+                                data=query_record(
+                                    position, result, query=job[0], request=request
+                                )
+                            )
+                        )
+                    ],
                     name=f"query-{position}",
                 )
             summary = summary_record(self.app_id, request, results)

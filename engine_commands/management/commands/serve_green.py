@@ -30,7 +30,9 @@ class Command(BaseCommand):
         add_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        """Serve until interrupted. Raises ``CommandError`` when the port cannot be bound."""
+        """Serve until interrupted. Raises ``CommandError`` when the port cannot be bound, or
+        no app is given (``--app`` or ``NETARENA_GREEN_APP``), or ``NETARENA_GREEN_ALLOW_NETWORKS``
+        is malformed."""
 
         def write_line(line: str) -> None:
             self.stdout.write(line)
@@ -41,3 +43,5 @@ class Command(BaseCommand):
         except OSError as exc:
             where = f"{options['host']}:{options['port']}"
             raise CommandError(f"cannot listen on {where}: {exc}") from None
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None

@@ -8,10 +8,17 @@ from typing import Any
 import pytest
 
 from tests.evaluator.green.conftest import assess, seed_without_controls
+from tests.evaluator.green.netarena_facts import PUBLISHED_SCENARIO_CONFIGS
 
 pytestmark = [pytest.mark.k8s, pytest.mark.root, pytest.mark.slow]
 
-CONFIG: dict[str, Any] = {"num_queries": 2, "complexity_level": ["level1"]}
+#: NetArena's published scenario config, verbatim, shrunk to two level-1 queries by two keys of
+#: ours (the full count, 30 queries, is checked without episodes in test_assessment.py).
+CONFIG: dict[str, Any] = {
+    **PUBLISHED_SCENARIO_CONFIGS["k8s"],
+    "queries_per_level": 2,
+    "complexity_level": ["level1"],
+}
 
 
 @pytest.mark.usefixtures("k8s_cluster")
@@ -29,3 +36,4 @@ def test_oracle_scores_1_and_null_0(start_green, start_purple) -> None:
                               "config": config}, streaming=False)
     assert null.state == "completed", null.message
     assert len(null.queries) == 2 and null.summary["avg_correctness"] == 0.0
+    assert all(q["iterations"] == 10 and not q["success"] for q in null.queries)  # NetArena: max

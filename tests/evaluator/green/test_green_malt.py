@@ -4,6 +4,7 @@ reference purple agents answer over A2A, and the verdicts are those of ``evaluat
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -20,6 +21,11 @@ from evaluator.evaluation import evaluate_agent
 from evaluator.oracle_vault import OracleVault
 from tests.evaluator.conftest import LOOPBACK, free_port
 from tests.evaluator.green.conftest import Outcome, assess, cancel, wait_until
+from tests.evaluator.green.netarena_facts import (
+    MALT_TYPES,
+    PUBLISHED_SCENARIO_CONFIGS,
+    expected_count,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -32,37 +38,46 @@ def test_card_declares_streaming_and_the_app_skill(start_green) -> None:
     assert card["url"] == green.url + "/" and card["name"] == "netarena-green-malt"
 
 
-def test_oracle_scores_1_and_null_0_with_one_artifact_per_query(
+def test_netarenas_published_scenario_scores_oracle_1_and_null_0(
     start_green, start_purple, vault_dir
 ) -> None:
+    """NetArena's published MALT scenario config, verbatim: NetArena's query count (one per
+    operation type of levels 1 and 2: 7), NetArena's fields with NetArena's meanings."""
     green = start_green("malt")
-    config = {"num_queries": 5, "complexity_level": ["level1"], "seed": 11}
-    oracle = assess(green.url, {"participants": {"agent": start_purple("oracle", "malt")},
+    config = PUBLISHED_SCENARIO_CONFIGS["malt"]
+    oracle = assess(green.url, {"participants": {"malt_operator": start_purple("oracle", "malt")},
                                 "config": config})
     assert oracle.state == "completed", oracle.message
-    assert len(oracle.queries) == 5
-    assert [q["query_index"] for q in oracle.queries] == list(range(5))
-    assert all(q["correctness"] and q["safety"] for q in oracle.queries)
-    assert {q["level"] for q in oracle.queries} == {1}
+    assert len(oracle.queries) == expected_count("malt", config) == 7
+    assert [q["query_index"] for q in oracle.queries] == list(range(7))
+    assert sorted(q["Label"].rsplit(", ", 1)[1] for q in oracle.queries) == sorted(
+        MALT_TYPES[1] + MALT_TYPES[2]
+    )
+    assert all(q["Result-Correctness"] == "Pass" and q["correctness"] for q in oracle.queries)
+    assert all(q["agent_info"]["name"] == "malt_operator" for q in oracle.queries)
+    assert all(q["Query"] and q["Result-Latency"] >= 0.0 for q in oracle.queries)
     summary = oracle.summary
     assert (summary["avg_correctness"], summary["avg_safety"]) == (1.0, 1.0)
     assert summary["avg_latency_s"] >= 0.0 and "avg_iterations" not in summary
-    assert summary["correct_and_safe"]["value"] == 1.0 and summary["n"] == 5
-    assert summary["by_level"]["1"]["n"] == 5 and summary["infrastructure_failures"] == []
-    assert sum("processed by agent \"agent\"" in s for s in oracle.statuses) == 5
+    assert summary["correct_and_safe"]["value"] == 1.0 and summary["n"] == 7
+    assert summary["seed_source"] == "regenerated"
+    assert set(summary["not_applied"]) == {"output_dir", "output_file", "benchmark_path"}
+    assert summary["infrastructure_failures"] == []
+    assert sum("processed by agent \"malt_operator\"" in s for s in oracle.statuses) == 7
     assert list(vault_dir.iterdir()) == []
 
     # message/send (not streamed), the request as a data part
     null = assess(
         green.url,
-        {"participants": {"agent": start_purple("null", "malt")}, "config": config},
+        {"participants": {"malt_operator": start_purple("null", "malt")}, "config": config},
         streaming=False,
         as_data=True,
     )
     assert null.state == "completed", null.message
-    assert len(null.queries) == 5
+    assert len(null.queries) == 7
     assert null.summary["avg_correctness"] == 0.0
-    assert null.summary["correct_and_safe"]["high"] < 0.5  # Wilson: 0/5 is not "zero width"
+    assert all(q["Result-Correctness"] == "Fail" for q in null.queries)
+    assert null.summary["correct_and_safe"]["high"] < 0.5  # Wilson: 0/7 is not "zero width"
 
 
 def _evaluate_level(url: str, vault_dir: Path, level: int, seed: int, count: int) -> Any:
@@ -88,7 +103,7 @@ def test_verdicts_equal_the_evaluate_command_on_the_same_seed(
     url = start_purple("heuristic", "malt")
     green = start_green("malt")
     seed = 23
-    config = {"num_queries": 3, "complexity_level": ["level1", "level2"], "seed": seed}
+    config = {"queries_per_level": 3, "complexity_level": ["level1", "level2"], "seed": seed}
     outcome = assess(green.url, {"participants": {"agent": url}, "config": config})
     assert outcome.state == "completed", outcome.message
     expected: list[tuple[int, int, int, bool, bool]] = []
@@ -139,34 +154,96 @@ def test_malformed_requests_get_invalid_params(
     assert green.executor.running == 0
 
 
+def _serve(command: list[str], log: Path, env: dict[str, str] | None = None) -> tuple[Any, str]:
+    """Start a green agent process; return it and the URL its start line announces."""
+    process = subprocess.Popen(
+        command, cwd=REPO, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        env=None if env is None else {**os.environ, **env},
+    )
+    deadline = time.monotonic() + 60
+    found = None
+    while found is None:
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.terminate()
+            raise AssertionError(log.read_text())
+        found = re.search(r"green agent at (http://\S+)", log.read_text())
+        time.sleep(0.1)
+    return process, found.group(1)
+
+
 def test_served_green_fails_the_task_clearly_when_the_participant_is_unreachable(
     tmp_path,
 ) -> None:
     """``manage.py serve_green`` in its own process, a participant nobody listens on."""
-    log = tmp_path / "green.log"
-    process = subprocess.Popen(
+    process, url = _serve(
         [sys.executable, "manage.py", "serve_green", "--app", "malt", "--port", "0"]
         + ["--timeout-s", "3"],
-        cwd=REPO,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
+        tmp_path / "green.log",
     )
     try:
-        deadline = time.monotonic() + 60
-        found = None
-        while found is None:
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            found = re.search(r"green agent at (http://\S+)", log.read_text())
-            time.sleep(0.1)
         gone = f"http://127.0.0.1:{free_port()}"
-        outcome = assess(found.group(1), {"participants": {"purple": gone}, "config": {}})
+        outcome = assess(url, {"participants": {"purple": gone}, "config": {}})
     finally:
         process.terminate()
         process.wait(timeout=10)
     assert outcome.state == "failed"
     assert 'participant "purple"' in outcome.message and "could not be reached" in outcome.message
     assert outcome.artifacts == []
+
+
+def test_drop_in_mode_starts_as_netarenas_compose_starts_a_green_image(
+    tmp_path, start_purple
+) -> None:
+    """The image's entry point with exactly NetArena's generate_compose.py arguments
+    (``--host --port --card-url``), the app from NETARENA_GREEN_APP, the guard's networks from
+    NETARENA_GREEN_ALLOW_NETWORKS (``local``: this host's networks; loopback added here because
+    the test's purple agent listens there)."""
+    port = free_port()
+    card_url = f"http://localhost:{port}"  # generate_compose.py: http://green-agent:PORT
+    process, url = _serve(
+        [sys.executable, "-m", "evaluator.green", "--host", "127.0.0.1", "--port", str(port),
+         "--card-url", card_url],
+        tmp_path / "green.log",
+        env={"NETARENA_GREEN_APP": "malt",
+             "NETARENA_GREEN_ALLOW_NETWORKS": "local,127.0.0.0/8", "PYTHONPATH": str(REPO)},
+    )
+    try:
+        card = httpx.get(url + "/.well-known/agent-card.json", timeout=10).json()
+        purple = start_purple("null", "malt")
+        outcome = assess(url, {"participants": {"agent": purple},
+                               "config": {"queries_per_level": 1, "complexity_level": [1]}})
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert card["url"] == card_url and card["name"] == "netarena-green-malt"
+    assert outcome.state == "completed", outcome.message
+    assert len(outcome.queries) == 1 and outcome.summary["avg_correctness"] == 0.0
+
+
+def test_drop_in_networks_and_app_come_from_the_environment(tmp_path) -> None:
+    from argparse import Namespace
+
+    from evaluator.green.cli import allowed_networks, chosen_app, local_networks
+
+    routes = tmp_path / "route"
+    routes.write_text(
+        "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n"
+        "eth0\t00000000\t010012AC\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"  # default
+        "eth0\t000012AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n"  # 172.18/16
+        "lo\t0000007F\t00000000\t0001\t0\t0\t0\t000000FF\t0\t0\t0\n"
+    )
+    assert local_networks(str(routes)) == ["172.18.0.0/16"]
+    none = Namespace(app=None, allow_network=None)
+    assert allowed_networks(none, {}) == ("127.0.0.0/8", "::1/128")
+    assert allowed_networks(none, {"NETARENA_GREEN_ALLOW_NETWORKS": "10.1.0.0/16"}) == (
+        "10.1.0.0/16",
+    )
+    with pytest.raises(ValueError, match="neither 'local' nor a CIDR"):
+        allowed_networks(none, {"NETARENA_GREEN_ALLOW_NETWORKS": "compose"})
+    assert chosen_app(none, {"NETARENA_GREEN_APP": "route"}) == "route"
+    assert chosen_app(Namespace(app="k8s"), {"NETARENA_GREEN_APP": "route"}) == "k8s"
+    with pytest.raises(ValueError, match="NETARENA_GREEN_APP"):
+        chosen_app(none, {})
 
 
 def test_cancel_stops_between_queries_and_leaves_nothing_running(
@@ -180,7 +257,7 @@ def test_cancel_stops_between_queries_and_leaves_nothing_running(
         if "task" not in seen and any("Query 1/" in s for s in outcome.statuses):
             seen["task"] = await cancel(client, outcome.task_id)
 
-    config = {"num_queries": 5, "complexity_level": ["level1"], "seed": 3}
+    config = {"queries_per_level": 5, "complexity_level": ["level1"], "seed": 3}
     outcome = assess(
         green.url,
         {"participants": {"agent": url}, "config": config},
@@ -198,7 +275,8 @@ def test_the_green_agent_serves_one_assessment_after_another(start_green, start_
     green = start_green("malt")
     url = start_purple("oracle", "malt")
     request = {"participants": {"agent": url},
-               "config": {"num_queries": 1, "complexity_level": ["level3"], "seed": 5}}
+               "config": {"queries_per_level": 1, "complexity_level": ["level3"], "seed": 5,
+                          "prompt_type": "fewshot_cot"}}
 
     async def both() -> tuple[Outcome, Outcome]:
         return await asyncio.gather(
@@ -210,3 +288,6 @@ def test_the_green_agent_serves_one_assessment_after_another(start_green, start_
     assert first.state == second.state == "completed"
     assert first.queries[0]["query_id"] == second.queries[0]["query_id"]
     assert first.summary["avg_correctness"] == second.summary["avg_correctness"] == 1.0
+    assert first.summary["prompt_type"] == "fewshot_cot" and first.summary["not_applied"] == {}
+    assert first.queries[0]["agent_info"]["prompt_type"] == "fewshot_cot"
+    assert first.queries[0]["prompt_type_sent"] == "fewshot_cot"

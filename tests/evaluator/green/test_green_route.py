@@ -20,10 +20,17 @@ from tests.evaluator.green.conftest import (
     seed_without_controls,
     wait_until,
 )
+from tests.evaluator.green.netarena_facts import PUBLISHED_SCENARIO_CONFIGS
 
 pytestmark = [pytest.mark.root, pytest.mark.netns, pytest.mark.slow]
 
-CONFIG: dict[str, Any] = {"num_queries": 2, "complexity_level": ["level1"]}
+#: NetArena's published scenario config, verbatim, shrunk to two level-1 queries by two keys of
+#: ours (the full count, 30 queries, is checked without episodes in test_assessment.py).
+CONFIG: dict[str, Any] = {
+    **PUBLISHED_SCENARIO_CONFIGS["route"],
+    "queries_per_level": 2,
+    "complexity_level": ["level1"],
+}
 
 
 @pytest.fixture(autouse=True)
@@ -44,10 +51,15 @@ def test_oracle_scores_1_and_null_0(start_green, start_purple) -> None:
     assert (summary["avg_correctness"], summary["avg_safety"]) == (1.0, 1.0)
     assert summary["avg_iterations"] >= 1.0 and "avg_latency_s" not in summary
     assert summary["avg_iterations"] == sum(q["iterations"] for q in oracle.queries) / 2
+    # NetArena's route iterations: one reply more than the repair took
+    assert all(q["iterations"] == q["agent_replies"] + 1 and q["success"] for q in oracle.queries)
+    assert set(summary["not_applied"]) == {"benchmark_path", "output_dir", "num_switches",
+                                           "num_hosts_per_subnet"}
     null = assess(green.url, {"participants": {"agent": start_purple("null", "route")},
                               "config": config}, streaming=False)
     assert null.state == "completed", null.message
     assert len(null.queries) == 2 and null.summary["avg_correctness"] == 0.0
+    assert all(q["iterations"] == 11 and not q["success"] for q in null.queries)  # max + 1
 
 
 def _route_footprint(prefixes: list[str]) -> list[str]:
@@ -87,7 +99,7 @@ def test_cancel_mid_run_leaves_no_network_behind(start_green, start_purple, monk
             seen["live"] = _route_footprint(prefixes[1:])
             seen["task"] = await cancel(client, outcome.task_id)
 
-    config = {"num_queries": 3, "complexity_level": ["level1"], "seed": 4}
+    config = {"queries_per_level": 3, "complexity_level": ["level1"], "seed": 4}
     outcome = assess(
         green.url, {"participants": {"agent": url}, "config": config},
         on_event=cancel_after_first_query,

@@ -15,6 +15,11 @@ from evaluator.green.request import (
     parse_request,
     request_payload,
 )
+from tests.evaluator.green.netarena_facts import (
+    CONFIG_CLASS_FIELDS,
+    PROMPT_TYPES,
+    PUBLISHED_SCENARIO_CONFIGS,
+)
 
 URL = "http://127.0.0.1:9009"
 
@@ -36,28 +41,42 @@ def test_netarena_defaults_apply_when_the_config_is_empty() -> None:
     assert route.levels == (1, 2, 3) and route.not_applied == {}
 
 
-def test_a_leaderboard_scenario_config_is_accepted_unchanged() -> None:
-    given = {
-        "num_queries": 1,
-        "complexity_level": ["level1", "level2"],
-        "prompt_type": "zeroshot_base",
-        "regenerate_query": True,
-        "benchmark_path": "malt_benchmark.jsonl",
-    }
-    parsed = parse_request("malt", request(given))
+@pytest.mark.parametrize("app_id", ["malt", "route", "k8s"])
+def test_netarenas_published_scenario_configs_are_accepted_verbatim(app_id: str) -> None:
+    """The leaderboard's own ``[config]`` tables: every key accepted; those with no effect
+    here listed in ``not_applied`` with a reason, the others applied."""
+    given = PUBLISHED_SCENARIO_CONFIGS[app_id]
+    parsed = parse_request(app_id, request(given))
     assert parsed.role == "agent" and parsed.participant_url == URL
     config = parsed.config
-    assert config.levels == (1, 2) and config.num_queries == 1
-    assert config.seed_source == "regenerated"
-    assert config.not_applied == {"benchmark_path": "malt_benchmark.jsonl"}
-    other = parse_config("malt", given)
-    assert other.seed != config.seed  # regenerate: a fresh seed each time
-    route = parse_config(
-        "route",
-        {"num_queries": 2, "max_iterations": 15, "num_switches": 2, "num_hosts_per_subnet": 1},
-    )
-    assert route.max_steps == 15
-    assert route.not_applied == {"num_switches": 2, "num_hosts_per_subnet": 1}
+    assert config.num_queries == given["num_queries"] and config.prompt_type == "zeroshot_base"
+    assert config.seed_source == "regenerated"  # every published scenario regenerates
+    assert parse_config(app_id, given).seed != config.seed  # a fresh seed each time
+    ignored = {"output_dir", "output_file", "benchmark_path", "microservice_dir",
+               "num_switches", "num_hosts_per_subnet"}
+    assert set(config.not_applied) == ignored & set(given)
+    for name, entry in config.not_applied.items():
+        assert entry["value"] == given[name] and "NetArena's" in entry["reason"]
+    if "max_iterations" in given:
+        assert config.max_steps == given["max_iterations"]
+    if app_id == "malt":
+        assert config.levels == (1, 2)
+
+
+@pytest.mark.parametrize("app_id", ["malt", "route", "k8s"])
+def test_every_field_of_netarenas_config_class_is_accepted(app_id: str) -> None:
+    fields = CONFIG_CLASS_FIELDS[app_id]
+    assert set(fields) <= {key.name for key in CONFIG_KEYS[app_id]}
+    netarena = {key.name: key.default for key in CONFIG_KEYS[app_id] if key.origin == "netarena"}
+    for name, default in fields.items():
+        if name in netarena:  # complexity_level is NetArena's for MALT only
+            assert netarena[name] == default, name
+    explicit = {**fields, "agent_client_configs": [{"name": "x", "base_url": URL}]}
+    config = parse_config(app_id, explicit)
+    assert "agent_client_configs" in config.not_applied
+    assert "participant" in config.not_applied["agent_client_configs"]["reason"]
+    for prompt_type in PROMPT_TYPES:
+        assert parse_config(app_id, {"prompt_type": prompt_type}).prompt_type == prompt_type
 
 
 def test_seed_wins_over_regeneration_and_levels_get_their_own_seeds() -> None:
@@ -87,11 +106,13 @@ def test_levels_may_be_written_as_numbers() -> None:
         ("malt", {"regenerate_query": "yes"}, "config.regenerate_query", "true or false"),
         ("malt", {"seed": -1}, "config.seed", "integer from 0"),
         ("malt", {"trials": 0}, "config.trials", "integer from 1"),
-        ("malt", {"start_index": "2"}, "config.start_index", "integer or null"),
-        ("route", {"num_switches": 4}, "config.num_switches", "sized by level"),
+        ("malt", {"start_index": "2"}, "config.start_index", "integer from 0"),
+        ("route", {"num_switches": "4"}, "config.num_switches", "from 1 to"),
+        ("route", {"output_file": "x.jsonl"}, "config.output_file", "unknown config key"),
+        ("malt", {"max_iteration": 10}, "config.max_iteration", "unknown config key"),
+        ("k8s", {"agent_client_configs": {}}, "config.agent_client_configs", "list of objects"),
         ("k8s", {"max_iterations": 0}, "config.max_iterations", "from 1 to"),
         ("k8s", {"microservice_dir": 3}, "config.microservice_dir", "must be a string"),
-        ("malt", {"prompt_type": "fewshot_cot"}, "config.prompt_type", "not reproduced here"),
         ("malt", {"prompt_type": "react"}, "config.prompt_type", "must be one of"),
     ],
 )
