@@ -54,9 +54,10 @@ def get_app(app_id: str) -> App:
     return app
 
 
-if __name__ == "__main__":  # `python -m evaluator.registry queues`: for scripts starting workers
+if __name__ == "__main__":  # for shell scripts: `python -m evaluator.registry queues|apps`
     import sys
 
-    if sys.argv[1:] != ["queues"]:
-        sys.exit("usage: python -m evaluator.registry queues")
-    print(",".join(worker_queues()))  # noqa: T201
+    commands = {"queues": worker_queues, "apps": app_ids}
+    if len(sys.argv) != 2 or sys.argv[1] not in commands:
+        sys.exit("usage: python -m evaluator.registry queues|apps")
+    print(",".join(commands[sys.argv[1]]()))  # noqa: T201
