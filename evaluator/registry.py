@@ -19,6 +19,10 @@ APP_PATHS: dict[str, str] = {
 }
 
 
+#: Longest app id: the ``app_id`` columns of the site's tables (``submissions/models.py``) hold
+#: 20 characters.
+APP_ID_MAX_LENGTH = 20
+
 #: Celery queue of submission-level work (generating a batch, closing a submission); every
 #: episode runs on the queue named after its app.
 CONTROL_QUEUE = "control"
