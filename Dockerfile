@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Images of every role, from one file (docs/deploy.md):
-#   runtime     web, Celery workers (control, malt, route) and beat: runtime packages and
+#   runtime     web, Celery workers (all but k8s) and beat: runtime packages and
 #               requirements.txt only (no servers, no browser, no test tooling)
 #   worker-k8s  runtime plus the embedded cluster's binaries (kube-apiserver,
 #               kube-controller-manager, etcd, kubectl), built from source in the k8s-binaries stage

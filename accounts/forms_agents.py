@@ -92,12 +92,10 @@ class AgentForm(_AgentEndpointForm):
         required=False,
         widget=forms.CheckboxSelectMultiple,
         help_text=(
-            "The benchmark apps your endpoint answers: <code>malt</code> (capacity planning, "
-            "it writes Python), <code>route</code> (router repair, one command a step), "
-            "<code>k8s</code> (Kubernetes NetworkPolicies, one kubectl command a step). Its "
-            "pre-flight sends one canary prompt per ticked app, and it can be submitted to "
-            "the apps whose canary passed. None ticked: every app (the submit page then "
-            "offers the apps that passed)."
+            "The benchmark apps your endpoint answers (each app's page on the board says what "
+            "its agent does and replies). Its pre-flight sends one canary prompt per ticked "
+            "app, and it can be submitted to the apps whose canary passed. None ticked: every "
+            "app (the submit page then offers the apps that passed)."
         ),
     )
 

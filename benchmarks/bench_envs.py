@@ -11,7 +11,7 @@ faults; k8s creates a namespace, checks it and injects the faults), then steps:
 
 Prints, per app and kind, the count, the median seconds and the rate (1 / median).
 
-Usage: .venv/bin/python benchmarks/bench_envs.py [--apps malt,route,k8s] [--resets 5]
+Usage: .venv/bin/python benchmarks/bench_envs.py [--apps APP,...] [--resets 5]
        [--steps 20] [--seed 0]
 (route and k8s need root, Mininet and the embedded cluster.)
 """
@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gymnasium as gym  # noqa: E402
 
 import training  # noqa: E402
+from evaluator.registry import app_ids  # noqa: E402
 from training.gym_envs import CANONICAL_NAMES, NetArenaEnv  # noqa: E402
 
 _DIAGNOSTIC = {
@@ -75,9 +76,11 @@ def bench(app_id: str, resets: int, steps: int, seed: int) -> list[str]:
         else:
             step_s: list[float] = []
             env.reset(seed=seed)
+            # a read-only command where the app has one here, else its null reply
+            reply = _DIAGNOSTIC.get(app_id) or inner.app.null_reply([])
             while len(step_s) < steps:
                 t0 = time.perf_counter()
-                _, _, terminated, truncated, _ = env.step(_DIAGNOSTIC[app_id])
+                _, _, terminated, truncated, _ = env.step(reply)
                 step_s.append(time.perf_counter() - t0)
                 if terminated or truncated:
                     env.reset(seed=seed + len(step_s))
@@ -90,7 +93,7 @@ def bench(app_id: str, resets: int, steps: int, seed: int) -> list[str]:
 def main() -> None:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--apps", default="malt,route,k8s")
+    parser.add_argument("--apps", default=",".join(app_ids()))
     parser.add_argument("--resets", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)

@@ -29,7 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-APPS = ("malt", "route", "k8s")
+from evaluator.registry import app_ids  # noqa: E402
+
+APPS = tuple(app_ids())
 
 
 def _labels() -> dict[str, list[tuple[int, str]]]:
@@ -119,7 +121,7 @@ def build(agents: int, submissions_per_agent: int, episodes: int, seed: int) -> 
             skill = rng.random()
             care = 0.6 + 0.4 * rng.random()
             for i in range(per_submission):
-                app = APPS[i % 3]
+                app = APPS[i % len(APPS)]
                 level, label = groups[app][(i // 3) % len(groups[app])]
                 correct = rng.random() < skill / level
                 safe = rng.random() < care

@@ -1,4 +1,5 @@
-"""The Celery application (Redis broker). One queue per benchmark app: malt, route, k8s."""
+"""The Celery application (Redis broker): the ``control`` queue plus one queue per app of the
+registry, named by its app id (``evaluator.registry.worker_queues()``)."""
 
 import os
 

@@ -26,7 +26,11 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agent-url", required=True, help="agent endpoint base URL")
     parser.add_argument("--protocol", required=True, choices=PROTOCOLS)
     parser.add_argument(
-        "--apps", default="malt", help="comma-separated app ids: " + ",".join(app_ids())
+        "--apps",
+        default=None,
+        help="comma-separated app ids of the registry (evaluator/registry.py), now "
+        + ",".join(app_ids())
+        + " (default: the first one)",
     )
     parser.add_argument("--queries", type=int, default=20, help="queries per app (default 20)")
     parser.add_argument(
@@ -94,7 +98,8 @@ def run_evaluate(options: argparse.Namespace, out: object = sys.stdout) -> int:
     endpoint refused by the outbound guard.
     """
     write = out.write  # type: ignore[attr-defined]
-    requested = [a.strip() for a in options.apps.split(",") if a.strip()]
+    apps_option = options.apps if options.apps is not None else app_ids()[0]
+    requested = [a.strip() for a in apps_option.split(",") if a.strip()]
     unknown = [a for a in requested if a not in app_ids()]
     if unknown or not requested:
         write(f"error: unknown app(s) {unknown}; known: {', '.join(app_ids())}\n")

@@ -19,6 +19,10 @@ APP_PATHS: dict[str, str] = {
 }
 
 
+#: Longest app id: the ``app_id`` columns of the site's tables (``submissions/models.py``) hold
+#: 20 characters.
+APP_ID_MAX_LENGTH = 20
+
 #: Celery queue of submission-level work (generating a batch, closing a submission); every
 #: episode runs on the queue named after its app.
 CONTROL_QUEUE = "control"
@@ -54,9 +58,10 @@ def get_app(app_id: str) -> App:
     return app
 
 
-if __name__ == "__main__":  # `python -m evaluator.registry queues`: for scripts starting workers
+if __name__ == "__main__":  # for shell scripts: `python -m evaluator.registry queues|apps`
     import sys
 
-    if sys.argv[1:] != ["queues"]:
-        sys.exit("usage: python -m evaluator.registry queues")
-    print(",".join(worker_queues()))  # noqa: T201
+    commands = {"queues": worker_queues, "apps": app_ids}
+    if len(sys.argv) != 2 or sys.argv[1] not in commands:
+        sys.exit("usage: python -m evaluator.registry queues|apps")
+    print(",".join(commands[sys.argv[1]]()))  # noqa: T201

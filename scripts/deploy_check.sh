@@ -5,7 +5,7 @@
 # board over HTTP, and tear everything down. Prints what it timed and the image sizes; exits
 # non-zero on any failure. Run as root on Debian 12.
 #
-# Env: NETARENA_CHECK_APPS (default malt,route,k8s), NETARENA_CHECK_QUERIES (default 4 per app),
+# Env: NETARENA_CHECK_APPS (default every registered app: python3 -m evaluator.registry apps), NETARENA_CHECK_QUERIES (default 4 per app),
 #      NETARENA_CHECK_PORT (host port of the web service, default 18000),
 #      NETARENA_DEPLOY_CACHE (base image, podman-compose, settings; default /var/cache/netarena/deploy),
 #      NETARENA_CHECK_KEEP=1 leaves the stack running for inspection.
@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CACHE=${NETARENA_DEPLOY_CACHE:-/var/cache/netarena/deploy}
-APPS=${NETARENA_CHECK_APPS:-malt,route,k8s}
+APPS=${NETARENA_CHECK_APPS:-$(python3 -m evaluator.registry apps)}
 QUERIES=${NETARENA_CHECK_QUERIES:-4}
 PORT=${NETARENA_CHECK_PORT:-18000}
 PROJECT=netarena-check

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from evaluator.registry import APP_ID_MAX_LENGTH
 from evaluator.types import SEED_BITS
 
 
@@ -248,7 +249,7 @@ class EpisodeRecord(models.Model):
         CANCELLED = "cancelled"  # its submission was cancelled before it ran
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="episodes")
-    app_id = models.CharField(max_length=20)
+    app_id = models.CharField(max_length=APP_ID_MAX_LENGTH)
     app_version = models.PositiveIntegerField(default=1)
     index = models.PositiveIntegerField()
     query_id = models.CharField(max_length=64)
@@ -354,7 +355,7 @@ class EpisodeAggregate(models.Model):
     """
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="aggregates")
-    app_id = models.CharField(max_length=20)
+    app_id = models.CharField(max_length=APP_ID_MAX_LENGTH)
     level = models.PositiveSmallIntegerField()
     label = models.CharField(max_length=100)
     n = models.PositiveIntegerField(default=0)
@@ -413,7 +414,7 @@ class HeldOutPack(models.Model):
         SEALED = "sealed"
         SPENT = "spent"
 
-    app_id = models.CharField(max_length=20)
+    app_id = models.CharField(max_length=APP_ID_MAX_LENGTH)
     name = models.CharField(max_length=40)
     sha256 = models.CharField(max_length=64)
     description = models.CharField(max_length=300, blank=True, default="")

@@ -10,21 +10,35 @@ which fails under ``CI=true`` and skips locally, as :func:`tests.conftest.requir
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any, get_args
 
 import pytest
 
 from evaluator.agents.base import AgentClient, AgentReply
 from evaluator.app import App, DependencyMissingError, Episode, ReplyFormat
-from evaluator.registry import app_ids, get_app, worker_queues
+from evaluator.registry import (
+    APP_ID_MAX_LENGTH,
+    APP_PATHS,
+    CONTROL_QUEUE,
+    app_ids,
+    get_app,
+    worker_queues,
+)
 from evaluator.rejudge import rejudge
 from evaluator.runner import run_episode
+from evaluator.sampling import HEALTHY_LABEL, HEALTHY_SHARE
 from evaluator.types import JSON, Query
 from tests.conftest import require, require_root
 
+ROOT = Path(__file__).resolve().parents[1]
 SEED = 7
+#: An app id: lower-case letters, digits, ``_`` and ``-``, starting with a letter (it is a
+#: Celery queue name, a URL query value, a Gymnasium id part and a folder name).
+APP_ID_RE = re.compile(r"[a-z][a-z0-9_-]*")
 REPLY_FORMATS = get_args(ReplyFormat)
 
 
@@ -56,7 +70,11 @@ def app(request: pytest.FixtureRequest) -> App:
 
 
 def test_declarations(app: App) -> None:
+    assert get_app(app.app_id) is app  # the registry key is the app's own id
     assert app.app_id in worker_queues()
+    assert len(app.app_id) <= APP_ID_MAX_LENGTH, "app_id longer than the site's column"
+    assert APP_ID_RE.fullmatch(app.app_id) and app.app_id != CONTROL_QUEUE
+    assert app.prompt_marker.strip()
     assert app.title.strip() and app.title != app.app_id
     assert app.reply_format in REPLY_FORMATS
     assert app.max_steps >= 1 and app.version >= 1 and app.levels
@@ -100,6 +118,42 @@ def test_prompts_carry_the_marker_and_no_ground_truth(app: App) -> None:
             if isinstance(value, dict) or (isinstance(value, list) and len(value) > 1):
                 assert json.dumps(value) not in query.prompt, key
                 assert repr(value) not in query.prompt, key
+
+
+def test_prompt_markers_are_unique_across_registered_apps() -> None:
+    """A reference server answering several apps routes a task to the first app whose
+    ``prompt_marker`` it contains: no app's marker may occur in another app's prompts."""
+    apps = [get_app(app_id) for app_id in app_ids()]
+    prompts = {app.app_id: [q.prompt for q in app.generate(12, seed=SEED)] for app in apps}
+    for app in apps:
+        for other in apps:
+            if other is app:
+                continue
+            assert app.prompt_marker not in other.prompt_marker, (app.app_id, other.app_id)
+            for prompt in prompts[other.app_id]:
+                assert app.prompt_marker not in prompt, (app.app_id, other.app_id)
+
+
+def test_healthy_controls_follow_the_shared_sampling(app: App) -> None:
+    """Apps with healthy controls place them with :mod:`evaluator.sampling`: label
+    ``HEALTHY`` alone, ``HEALTHY_SHARE`` of a batch to within one (docs/writing-an-app.md)."""
+    queries = app.generate(40, seed=SEED)
+    controls = [q for q in queries if HEALTHY_LABEL in q.labels]
+    if not controls:
+        return  # an app without healthy controls (single-step question answering)
+    assert all(q.labels == (HEALTHY_LABEL,) for q in controls)
+    share = getattr(app, "healthy_share", HEALTHY_SHARE)
+    assert abs(len(controls) - 40 * share) <= 1
+
+
+def test_shipped_apps_pin_their_query_digest(app: App) -> None:
+    """An app shipped under ``apps/`` has ``tests/apps/<app_id>/test_query_digest.py``, which
+    pins its generator's output (:func:`evaluator.testing.batch_sha256`)."""
+    if not APP_PATHS[app.app_id].startswith("apps."):
+        return  # a test-only app (evaluator.testing)
+    digest_test = ROOT / "tests" / "apps" / app.app_id / "test_query_digest.py"
+    assert digest_test.is_file(), f"missing {digest_test.relative_to(ROOT)}"
+    assert "batch_sha256" in digest_test.read_text()
 
 
 def test_oracle_and_null_replies_are_text(app: App) -> None:

@@ -1,11 +1,12 @@
 """Gymnasium environments over the benchmark apps (paper §5.1).
 
-``netarena/malt-v1``, ``netarena/route-v1`` and ``netarena/k8s-v1`` (registered when the
-``training`` package is imported) wrap one app each. ``reset(seed=...)`` draws a query with
-the environment's seeded generator (same seed, same query) and resets a real episode of it
-(MALT: the sandbox; route: a private Mininet network; k8s: a namespace on the embedded
-cluster); ``step(text)`` passes the text to ``Episode.step`` unchanged, exactly as an agent's
-reply on the leaderboard.
+Every app of the registry (``evaluator.registry.APP_PATHS``) is an environment
+``netarena/<app_id>-v1`` (:func:`env_id`; registered when the ``training`` package is imported,
+and again by :func:`register_envs` for apps registered later), wrapping that one app.
+``reset(seed=...)`` draws a query with the environment's seeded generator (same seed, same
+query) and resets a real episode of it (MALT: the sandbox; route: a private Mininet network;
+k8s: a namespace on the embedded cluster); ``step(text)`` passes the text to ``Episode.step``
+unchanged, exactly as an agent's reply on the leaderboard.
 
 Observations and actions are ``gymnasium.spaces.Text`` over :data:`CHARSET` (printable ASCII,
 tab, newline, carriage return, and a few typographic characters the prompts use); any other
@@ -25,9 +26,12 @@ Rewards (:class:`RewardScheme`; pass ``rewards=`` to ``gymnasium.make``). Per st
 
 * ``invalid`` (default -100) when the reply was refused or unparseable (route, k8s), or held
   no runnable code (MALT: no code block, the sandbox run failed);
-* ``fix`` (default +100) when the step brought the failing count (route: pingall loss
-  percentage; k8s: connectivity mismatches) below its lowest value so far in the episode
-  (a new best, so breaking and re-fixing earns nothing); MALT: the answer is correct and safe;
+* ``fix`` (default +100) when the step brought the failing count below its lowest value so
+  far in the episode (a new best, so breaking and re-fixing earns nothing); MALT: the answer
+  is correct and safe. The failing count is read from the step's ``info["failing"]`` and the
+  episode's ``Verdict.details["initial_failing"]`` (any app may report them), else from the
+  shipped apps' own keys (:data:`FAILING_KEYS`: route's pingall loss percentage, k8s's
+  connectivity mismatches); an app reporting none gets no ``fix`` reward;
 * ``diagnostic`` (default +10) for any other valid step that changed nothing (read-only);
 * ``change`` (default 0) for a valid state-changing step that is no fix;
 * ``correct_stop`` (default +100) when the agent ends the episode (``{"done": true}`` /
@@ -56,7 +60,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 from evaluator.app import App, EmulatorError, Episode
-from evaluator.registry import get_app
+from evaluator.registry import app_ids, get_app
 from evaluator.types import JSON, Query, StepResult, Verdict
 from gymnasium import spaces
 
@@ -94,27 +98,36 @@ class RewardScheme:
 DEFAULT_REWARDS = RewardScheme()
 
 
-def _failing(app_id: str, info: JSON, verdict: Verdict) -> float | None:
-    """The failing count after a step: route loss %, k8s mismatches; None when not measured."""
-    if app_id == "route":
-        value = info.get("loss_percent")
-        if value is None:
-            value = verdict.details.get("final_loss_percent")
-        return None if value is None else float(value)
-    if app_id == "k8s":
-        value = info.get("mismatches")
+#: Where a step's failing count is read: (step info key, verdict details key used when the
+#: step info has none, verdict details key of the count before the first step). The generic
+#: keys come first; the others are those the shipped multi-step apps report (route: pingall
+#: loss percentage; k8s: connectivity mismatches).
+FAILING_KEYS: tuple[tuple[str, str | None, str], ...] = (
+    ("failing", None, "initial_failing"),
+    ("loss_percent", "final_loss_percent", "initial_loss_percent"),
+    ("mismatches", None, "initial_mismatches"),
+)
+
+
+def _failing(info: JSON, verdict: Verdict) -> float | None:
+    """The failing count after a step (:data:`FAILING_KEYS`); None when not measured."""
+    for step_key, final_key, initial_key in FAILING_KEYS:
+        if step_key not in info and initial_key not in verdict.details:
+            continue
+        value = info.get(step_key)
+        if value is None and final_key is not None:
+            value = verdict.details.get(final_key)
         return None if value is None else float(value)
     return None
 
 
-def _initial_failing(app_id: str, verdict: Verdict) -> float | None:
-    if app_id == "route":
-        value = verdict.details.get("initial_loss_percent")
-    elif app_id == "k8s":
-        value = verdict.details.get("initial_mismatches")
-    else:
-        value = None
-    return None if value is None else float(value)
+def _initial_failing(verdict: Verdict) -> float | None:
+    """The failing count before the first step (:data:`FAILING_KEYS`); None when not measured."""
+    for _step_key, _final_key, initial_key in FAILING_KEYS:
+        value = verdict.details.get(initial_key)
+        if value is not None:
+            return float(value)
+    return None
 
 
 def sanitize(text: str, max_chars: int = OBSERVATION_MAX_CHARS) -> str:
@@ -130,7 +143,7 @@ class NetArenaEnv(gym.Env[str, str]):
     """One benchmark app as a Gymnasium environment (text in, text out).
 
     Args:
-        app_id: ``malt``, ``route`` or ``k8s`` (any registered app works).
+        app_id: a registered app id (``evaluator.registry.app_ids()``).
         level: generate only this level (default: all levels mixed).
         max_steps: step budget (default: the app's ``max_steps``).
         rewards: the reward scheme (default :data:`DEFAULT_REWARDS`).
@@ -213,7 +226,7 @@ class NetArenaEnv(gym.Env[str, str]):
         try:
             observation = episode.reset()
             names = episode.instance_names()
-            initial = _initial_failing(self.app.app_id, episode.verdict())
+            initial = _initial_failing(episode.verdict())
         except BaseException:
             self._close_episode()
             raise
@@ -290,7 +303,7 @@ class NetArenaEnv(gym.Env[str, str]):
             if verdict.correct:
                 return scheme.correct_stop + extra, "correct_stop"
             return extra, "none"
-        failing = _failing(self.app.app_id, info, verdict)
+        failing = _failing(info, verdict)
         if failing is not None and self._best is not None and failing < self._best:
             self._best = failing
             return scheme.fix + extra, "fix"
@@ -326,17 +339,26 @@ def _verdict_summary(verdict: Verdict | None, failure: str | None) -> JSON:
     }
 
 
-#: Environment ids and their apps (``gymnasium.make(ENV_IDS["route"])``).
-ENV_IDS = {"malt": "netarena/malt-v1", "route": "netarena/route-v1", "k8s": "netarena/k8s-v1"}
+def env_id(app_id: str) -> str:
+    """The Gymnasium id of ``app_id``'s environment: ``netarena/<app_id>-v1``."""
+    return f"netarena/{app_id}-v1"
+
+
+#: Environment ids of the registered apps, by app id (``gymnasium.make(ENV_IDS[app_id])``);
+#: kept up to date by :func:`register_envs`.
+ENV_IDS: dict[str, str] = {}
 
 
 def register_envs() -> None:
-    """Register :data:`ENV_IDS` with Gymnasium (idempotent; done on ``import training``)."""
-    for app_id, env_id in ENV_IDS.items():
-        if env_id in gym.registry:
+    """Register an environment for every app of the registry with Gymnasium and record it in
+    :data:`ENV_IDS` (idempotent; done on ``import training``; call it again after registering
+    an app at run time)."""
+    for app_id in app_ids():
+        ENV_IDS[app_id] = env_id(app_id)
+        if ENV_IDS[app_id] in gym.registry:
             continue
         gym.register(
-            id=env_id,
+            id=ENV_IDS[app_id],
             entry_point="training.gym_envs:NetArenaEnv",
             kwargs={"app_id": app_id},
             disable_env_checker=False,

@@ -1,13 +1,16 @@
-"""Inspect AI tasks for the three apps.
+"""Inspect AI tasks for the apps of the registry.
 
-``inspect eval training/inspect_tasks.py@netarena_malt --model openai/gpt-4o -T count=10 -T seed=1``
-runs a seeded batch of MALT queries through Inspect. Each task's dataset holds one ``Sample``
-per query (the query JSON sits in the sample's metadata: the first observation only exists
-after the episode's ``reset()``), the solver drives our episode (reset, model reply,
-``Episode.step(reply)``, the observation as the next user message, ... until the episode
-terminates, is truncated or the app's step budget ``App.max_steps`` is spent) and the scorer
-reports our judge's verdict (``Episode.verdict()``): CORRECT only when correct and safe, as on
-the board. See docs/training.md, section "Inspect AI".
+``inspect eval training/inspect_tasks.py@netarena --model openai/gpt-4o -T app=malt -T count=10``
+runs a seeded batch of any registered app's queries through Inspect (``app``: an id of
+``evaluator/registry.py``); ``netarena_malt``, ``netarena_route`` and ``netarena_k8s`` are
+shorthands for the shipped apps
+(``inspect eval training/inspect_tasks.py@netarena_malt --model openai/gpt-4o -T seed=1``).
+Each task's dataset holds one ``Sample`` per query (the query JSON sits in the sample's
+metadata: the first observation only exists after the episode's ``reset()``), the solver
+drives our episode (reset, model reply, ``Episode.step(reply)``, the observation as the next
+user message, ... until the episode terminates, is truncated or the app's step budget
+``App.max_steps`` is spent) and the scorer reports our judge's verdict (``Episode.verdict()``):
+CORRECT only when correct and safe, as on the board. See docs/training.md, section "Inspect AI".
 """
 
 from __future__ import annotations
@@ -155,6 +158,12 @@ def app_task(app_id: str, count: int, seed: int, level: int | None) -> Task:
         scorer=judge_scorer(),
         metadata={"app": app_id, "count": count, "seed": str(seed), "level": level},
     )
+
+
+@task
+def netarena(app: str, count: int = 5, seed: int = 0, level: int | None = None) -> Task:
+    """Any registered app ``app``: ``count`` queries of ``seed`` at ``level``."""
+    return app_task(app, count, seed, level)
 
 
 @task

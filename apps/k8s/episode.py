@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from evaluator.app import DependencyMissingError, EmulatorError, Episode, ResetNeededError
+from evaluator.multistep import episode_over, step_end, stop_result
 from evaluator.types import JSON, Query, StepResult, Verdict
 
 from apps.k8s import manifests, prompt
@@ -191,7 +192,7 @@ class K8sEpisode(Episode):
         if not self._reset_done or self._scorer is None or self.ns is None:
             raise ResetNeededError("call reset() first")
         if self._ended:
-            return StepResult("The episode is over.", terminated=True, info={"ignored": True})
+            return episode_over()
         t0 = time.perf_counter()
         self._steps += 1
         n = self._steps
@@ -201,10 +202,8 @@ class K8sEpisode(Episode):
             self._stopped = self._ended = True
             self._declared_healthy = parsed.healthy
             self._last_step_end = time.perf_counter()
-            info["stopped"] = True
             report = prompt.render_report(self._scorer.current, "at the end")
-            return StepResult(f"Step {n}: you ended the episode.\n\n{report}",
-                              terminated=True, info=info)
+            return stop_result(n, f"Step {n}: you ended the episode.\n\n{report}")
         command = run_reply(parsed, kubeconfig=self.ns.kubeconfig, home=self._home,
                             timeout_s=self.command_timeout_s,
                             output_cap_bytes=self.output_cap_bytes)
@@ -232,8 +231,9 @@ class K8sEpisode(Episode):
         self.timings["step_s"].append(self._last_step_end - t0)
         # the episode ends by itself when a step clears a non-empty report (never on a healthy
         # control: it ends when the agent stops, or on the step budget)
-        solved = bool(self._scorer.initial) and self._scorer.solved
-        truncated = not solved and n >= self.max_steps
+        solved, truncated = step_end(
+            n, self.max_steps, solved=bool(self._scorer.initial) and self._scorer.solved
+        )
         self._ended = solved or truncated
         report = prompt.render_report(after, f"after step {n}")
         return StepResult(f"{text}\n\n{report}", terminated=solved, truncated=truncated,

@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 import yaml
+from evaluator.multistep import assistant_steps, oracle_stop
 
 from apps.k8s import prompt
 from apps.k8s.cluster.policy_model import (
@@ -67,13 +68,8 @@ def apply_command(policies: list[Obj]) -> str:
 def _assistant_commands(history: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """(command line sent, observation that followed) for each assistant reply."""
     steps = []
-    for i, message in enumerate(history):
-        if message.get("role") != "assistant":
-            continue
-        parsed = parse_reply(message.get("content"))
-        after = ""
-        if i + 1 < len(history) and history[i + 1].get("role") == "user":
-            after = str(history[i + 1].get("content") or "")
+    for reply, after in assistant_steps(history):
+        parsed = parse_reply(reply)
         steps.append(("done" if parsed.done else parsed.text, after))
     return steps
 
@@ -81,10 +77,10 @@ def _assistant_commands(history: list[dict[str, Any]]) -> list[tuple[str, str]]:
 def oracle_reply(ground_truth: dict[str, Any], history: list[dict[str, Any]]) -> str:
     """The repair (healthy versions of the faulted policies) once, then ``done``."""
     if ground_truth.get("healthy"):
-        return HEALTHY_WORD
+        return oracle_stop(ground_truth, done_reply=DONE_WORD, healthy_reply=HEALTHY_WORD)
     sent = [cmd for cmd, _ in _assistant_commands(history)]
     if any(cmd.startswith("kubectl apply") for cmd in sent):
-        return DONE_WORD
+        return oracle_stop(ground_truth, done_reply=DONE_WORD, healthy_reply=HEALTHY_WORD)
     repair = [ground_truth["repair"][name] for name in sorted(ground_truth["repair"])]
     return _fence(apply_command(repair))
 

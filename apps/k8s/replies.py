@@ -22,12 +22,13 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from evaluator.multistep import fenced_body
+
 #: Reply that ends the episode.
 DONE_WORD = "done"
 #: Reply that ends the episode declaring the policies healthy (nothing to fix).
 HEALTHY_WORD = "healthy"
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
 _HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
 _SHELL_META = ("|", ";", "&", ">", "<", "`", "$(", "\n")
 
@@ -53,18 +54,11 @@ class ParsedReply:
     text: str = ""
 
 
-def _body(reply: str) -> str:
-    match = _FENCE.search(reply)
-    if match:
-        return match.group(2)
-    return reply
-
-
 def parse_reply(reply: object) -> ParsedReply:
     """Parse one agent reply (see the module docstring). Never raises."""
     if not isinstance(reply, str) or not reply.strip():
         return ParsedReply(error="empty reply: send one kubectl command, or done")
-    body = _body(reply).strip("\n")
+    body = fenced_body(reply).strip("\n")
     lines = body.split("\n")
     # drop blank lines and whole-line comments before the command
     while lines and (not lines[0].strip() or lines[0].lstrip().startswith("#")):

@@ -23,6 +23,7 @@ import subprocess
 import time
 
 from evaluator.app import EmulatorError, Episode, ResetNeededError
+from evaluator.multistep import episode_over, step_end, stop_result
 from evaluator.types import JSON, Query, StepResult, Verdict
 from evaluator.variants import VariantPackError
 
@@ -202,7 +203,7 @@ class RouteEpisode(Episode):
             raise ResetNeededError("call reset() first")
         if self._ended or self._closed:
             # after close() a pooled network may already serve another episode
-            return StepResult("The episode is over.", terminated=True, info={"ignored": True})
+            return episode_over()
         tally.steps += 1
         n = tally.steps
         parsed = parse_reply(agent_text)
@@ -212,11 +213,8 @@ class RouteEpisode(Episode):
             tally.declared_healthy = parsed.healthy
             self._ended = True
             self._last_step_end = time.perf_counter()
-            info["stopped"] = True
-            return StepResult(
-                f"Step {n}: you stopped the episode.\n\nFinal pingall:\n{tally.last.render()}",
-                terminated=True,
-                info=info,
+            return stop_result(
+                n, f"Step {n}: you stopped the episode.\n\nFinal pingall:\n{tally.last.render()}"
             )
         if parsed.error is not None:
             tally.unparseable += 1
@@ -275,8 +273,9 @@ class RouteEpisode(Episode):
         self._last_step_end = time.perf_counter()
         # the episode ends by itself when a step turns a failing pingall into a full one (a
         # healthy control never does: it ends when the agent stops, or on the step budget)
-        solved = self._tally.initial.lost > 0 and last.lost == 0
-        truncated = not solved and n >= self.max_steps
+        solved, truncated = step_end(
+            n, self.max_steps, solved=self._tally.initial.lost > 0 and last.lost == 0
+        )
         self._ended = solved or truncated
         return StepResult(
             f"{text}{PINGALL_MARKER}\n{last.render()}",

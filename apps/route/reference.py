@@ -20,6 +20,8 @@ import re
 from collections.abc import Container
 from typing import Any
 
+from evaluator.multistep import assistant_steps, next_in_sequence, oracle_stop
+
 from apps.route.faults import with_prefix
 from apps.route.prompt import OUTPUT_MARKER, PINGALL_MARKER, PREFIX_LINE_RE
 from apps.route.replies import DONE_REPLY, HEALTHY_REPLY, command_reply, parse_reply
@@ -63,13 +65,8 @@ def episode_prefix(history: list[dict[str, Any]]) -> str:
 def _steps(history: list[dict[str, Any]]) -> list[tuple[str | None, str]]:
     """(command sent, output seen) for each assistant reply in ``history``."""
     steps: list[tuple[str | None, str]] = []
-    for i, message in enumerate(history):
-        if message.get("role") != "assistant":
-            continue
-        parsed = parse_reply(message.get("content"))
-        observation = ""
-        if i + 1 < len(history) and history[i + 1].get("role") == "user":
-            observation = str(history[i + 1].get("content") or "")
+    for reply, observation in assistant_steps(history):
+        parsed = parse_reply(reply)
         output = ""
         if OUTPUT_MARKER in observation:
             output = observation.split(OUTPUT_MARKER, 1)[1].split(PINGALL_MARKER, 1)[0]
@@ -79,12 +76,10 @@ def _steps(history: list[dict[str, Any]]) -> list[tuple[str | None, str]]:
 
 def _sent(history: list[dict[str, Any]]) -> list[tuple[str | None, str | None]]:
     """(machine, command) of each assistant reply in ``history``."""
-    sent = []
-    for message in history:
-        if message.get("role") == "assistant":
-            parsed = parse_reply(message.get("content"))
-            sent.append((parsed.machine, parsed.command))
-    return sent
+    return [
+        (parsed.machine, parsed.command)
+        for parsed in (parse_reply(reply) for reply, _ in assistant_steps(history))
+    ]
 
 
 def oracle_reply(ground_truth: dict[str, Any], history: list[dict[str, Any]]) -> str:
@@ -95,7 +90,7 @@ def oracle_reply(ground_truth: dict[str, Any], history: list[dict[str, Any]]) ->
     Repair entries are ``{"machine", "command"}`` (a bare string means ``r0``, version 1).
     """
     if ground_truth.get("healthy"):
-        return HEALTHY_REPLY
+        return oracle_stop(ground_truth, done_reply=DONE_REPLY, healthy_reply=HEALTHY_REPLY)
     prefix = episode_prefix(history)
     repair: list[tuple[str, str]] = []
     for item in ground_truth.get("repair", []):
@@ -103,13 +98,10 @@ def oracle_reply(ground_truth: dict[str, Any], history: list[dict[str, Any]]) ->
             (str(item["machine"]), str(item["command"])) if isinstance(item, dict) else ("r0", item)
         )
         repair.append((machine, with_prefix(command, prefix)))
-    position = 0
-    for sent in _sent(history):
-        if position < len(repair) and sent == repair[position]:
-            position += 1
-    if position < len(repair):
-        return command_reply(*repair[position])
-    return DONE_REPLY
+    step = next_in_sequence(repair, _sent(history))
+    if step is not None:
+        return command_reply(*step)
+    return oracle_stop(ground_truth, done_reply=DONE_REPLY, healthy_reply=HEALTHY_REPLY)
 
 
 def null_reply(history: list[dict[str, Any]]) -> str:

@@ -10,9 +10,10 @@ reply without one is a step with an error observation (never a retry).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
+
+from evaluator.multistep import json_candidates
 
 #: The reply that ends an episode without another command.
 DONE_REPLY = json.dumps({"done": True})
@@ -44,36 +45,6 @@ class ParsedReply:
     error: str | None = None
 
 
-def _json_candidates(text: str) -> list[str]:
-    candidates = [text.strip()]
-    candidates += re.findall(r"```(?:json|JSON)?\s*(.*?)```", text, flags=re.S)
-    # every balanced {...} span, outermost first
-    depth = 0
-    start = -1
-    in_string = False
-    escaped = False
-    for i, ch in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-            continue
-        if ch == '"' and depth > 0:
-            in_string = True
-        elif ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth > 0:
-            depth -= 1
-            if depth == 0 and start >= 0:
-                candidates.append(text[start : i + 1])
-    return candidates
-
-
 def parse_reply(text: Any) -> ParsedReply:
     """Parse an agent reply (any type; never raises).
 
@@ -85,7 +56,7 @@ def parse_reply(text: Any) -> ParsedReply:
         )
     if len(text) > 200_000:
         text = text[:200_000]
-    for candidate in _json_candidates(text):
+    for candidate in json_candidates(text):
         try:
             data = json.loads(candidate)
         except (ValueError, RecursionError):

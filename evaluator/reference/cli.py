@@ -33,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--app",
         required=True,
-        help="app id (malt, route, k8s), module:Class of an unregistered App, a comma-separated "
-        "list of those, or 'all'",
+        help="app id of the registry (evaluator/registry.py), module:Class of an unregistered "
+        "App, a comma-separated list of those, or 'all'",
     )
     parser.add_argument("--protocol", required=True, choices=PROTOCOLS, help="wire protocol")
     parser.add_argument("--port", type=int, required=True, help="TCP port (0 = any free port)")

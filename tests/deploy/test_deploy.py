@@ -23,13 +23,15 @@ import pytest
 import yaml
 from cryptography.fernet import Fernet
 
+from config.workers import REST, compose_consumers, compose_problems, worker_command
+from evaluator.registry import CONTROL_QUEUE, app_ids, worker_queues
+from evaluator.testing import GuessApp, registered_app
 from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The Celery queues the platform routes work to: "control" (submission preparation) plus one
-#: per benchmark app (docs/architecture.md §3); the paper's three apps (NetArena §3,
-#: Appendices B-D).
-QUEUES = {"control", "malt", "route", "k8s"}
+#: Queues whose episodes need a privileged container (Mininet; the embedded cluster): a
+#: deployment decision about two shipped apps, not a list of apps (the queues come from the
+#: registry, ``evaluator.registry.worker_queues()``).
 PRIVILEGED_QUEUES = {"route", "k8s"}
 
 
@@ -118,22 +120,67 @@ REQUIRED = {
 def test_compose_file_validates_with_a_worker_per_queue() -> None:
     result = _compose_config({"PATH": os.environ["PATH"], **REQUIRED})
     assert result.returncode == 0, result.stderr
-    services = yaml.safe_load(result.stdout)["services"]
+    compose = yaml.safe_load(result.stdout)
+    services = compose["services"]
     assert {"web", "beat", "redis", "db"} <= set(services)
     assert "exec gunicorn config.wsgi:application" in _text(services["web"]["command"])
-    workers: dict[str, dict[str, object]] = {}
-    for service in services.values():
-        words = _text(service.get("command") or "").split()
-        if "worker" in words:
-            queue = words[words.index("-Q") + 1]
-            assert "," not in queue, "one queue per worker"
-            workers[queue] = service
-    assert set(workers) == QUEUES
-    for queue, service in workers.items():
-        assert bool(service.get("privileged")) == (queue in PRIVILEGED_QUEUES), queue
-        assert service["environment"]["DJANGO_SETTINGS_MODULE"] == "config.settings_production"  # type: ignore[index]
-        assert service["environment"]["CELERY_BROKER_URL"] == "redis://redis:6379/0"  # type: ignore[index]
+    # every queue of the registry has exactly one consumer, as the compose client renders it
+    assert compose_problems(compose) == []
+    consumers = compose_consumers(compose)
+    assert sorted(q for queues in consumers.values() for q in queues) == sorted(worker_queues())
+    for name, queues in consumers.items():
+        service = services[name]
+        assert _text(service["command"]) == "python -m config.workers start", name
+        privileged = bool(service.get("privileged"))
+        assert privileged == bool(PRIVILEGED_QUEUES & set(queues)), name
+        assert service["environment"]["DJANGO_SETTINGS_MODULE"] == "config.settings_production"
+        assert service["environment"]["CELERY_BROKER_URL"] == "redis://redis:6379/0"
+    # the worker of every other app: a new app is consumed with no change to the file
+    rest = [s for s in services.values() if s.get("environment", {}).get(
+        "NETARENA_WORKER_QUEUES") == REST]
+    assert len(rest) == 1 and not rest[0].get("privileged")
     assert _text(services["beat"]["command"]).startswith("celery -A config beat")
+
+
+def test_compose_check_fails_when_a_registered_queue_has_no_consumer() -> None:
+    """``python -m config.workers check``: passes on the shipped file; a file whose catch-all
+    worker is gone (or excludes a queue nobody consumes) fails, naming the queue."""
+    done = subprocess.run(
+        [sys.executable, "-m", "config.workers", "check"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    assert compose_problems(compose) == []
+    rest = next(n for n, s in compose["services"].items()
+                if s.get("environment", {}).get("NETARENA_WORKER_QUEUES") == REST)
+    without_rest = {"services": {n: s for n, s in compose["services"].items() if n != rest}}
+    control_only = {"services": {"w": {"environment": {"NETARENA_WORKER_QUEUES": "control"}}}}
+    assert compose_problems(control_only) == [
+        f"no worker consumes queue(s): {', '.join(app_ids())}"
+    ]
+    with registered_app({"guess": GuessApp}):
+        assert compose_problems(without_rest) == ["no worker consumes queue(s): guess"]
+        assert compose_problems(compose) == []  # the catch-all consumes it
+    doubled = {"services": {**compose["services"], "again": {
+        "environment": {"NETARENA_WORKER_QUEUES": CONTROL_QUEUE}}}}
+    assert any("consumed by" in p for p in compose_problems(doubled))
+
+
+def test_worker_command_consumes_the_queues_of_its_environment() -> None:
+    single = worker_command(
+        {"NETARENA_WORKER_QUEUES": "control", "NETARENA_WORKER_CONCURRENCY": "2"}
+    )
+    assert single == ["celery", "-A", "config", "worker", "-Q", "control", "--concurrency", "2",
+                      "--hostname", "control@%h", "--loglevel", "INFO"]
+    everything_else = {"NETARENA_WORKER_QUEUES": REST, "NETARENA_WORKER_EXCEPT": ",".join(
+        worker_queues())}
+    assert worker_command(everything_else) is None  # idles
+    with registered_app({"guess": GuessApp}):
+        command = worker_command(everything_else)
+        assert command is not None and command[command.index("-Q") + 1] == "guess"
+    with pytest.raises(ValueError, match="NETARENA_WORKER_QUEUES"):
+        worker_command({})
 
 
 @pytest.mark.parametrize("missing", sorted(REQUIRED))

@@ -16,7 +16,7 @@ from evaluator.green.cli import add_arguments, run
 
 
 class Command(BaseCommand):
-    """Serve the green agent (the assessor) of malt, route or k8s."""
+    """Serve the green agent (the assessor) of one app."""
 
     help = (
         "Serve the AgentBeats green agent of one app: an A2A server that assesses the purple "

@@ -13,6 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evaluator.app import DependencyMissingError, UnknownAppError
+from evaluator.registry import app_ids
 from training.sft import SPLITS, export_sft
 
 
@@ -39,7 +40,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         """--app, --count, --seed, --levels, --out, --split, --exclude."""
-        parser.add_argument("--app", required=True, help="app id: malt, route or k8s")
+        parser.add_argument(
+            "--app", required=True, help="app id, one of " + ", ".join(app_ids())
+        )
         parser.add_argument("--count", type=int, required=True, help="queries per level")
         parser.add_argument(
             "--seed", type=int, required=True, help="seed within the split's range, [0, 2**127)"
