@@ -98,7 +98,7 @@ def test_a_round_submission_mail_carries_no_figure_while_the_round_is_open(
     assert len(mail.outbox) == 1
     body, subject = mail.outbox[0].body, mail.outbox[0].subject
     assert "published when round 1 closes" in body
-    assert "%" not in body + subject and "correct and safe" not in body
+    assert "%" not in f"{body} {subject}" and "correct and safe" not in body
     assert "result.json" not in body
 
 
