@@ -215,7 +215,7 @@ def _rewrite_mention(match: re.Match[str]) -> str:
     if doc is None:
         name = html.escape(_note_title(filename))
         tail = match.group("heading") or ""
-        return f'the notes “{name}” (in the repository){tail}'
+        return f"the notes “{name}” (in the repository){tail}"
     target = heading or (anchor or "")[1:]
     url = html.escape(method_url(doc.slug, target))
     words = html.escape(doc.title) + (f", “{html.escape(heading)}”" if heading else "")
@@ -259,6 +259,11 @@ def _render_cached(slug: str, mtime_ns: int) -> RenderedDoc:
     levels = [int(t.tag[1]) for t in tokens if t.type == "heading_open"]
     for level, anchor, inline in zip(levels, ids, inline_of, strict=True):
         headings.append((level, str(anchor), inline.content.replace("`", "")))
+    # a code block can scroll sideways: focusable, so the keyboard can scroll it too
+    body = body.replace("<pre>", '<pre tabindex="0">')
+    body = body.replace(
+        "<table>", '<div class="table-scroll" role="region" aria-label="Table" tabindex="0"><table>'
+    ).replace("</table>", "</table></div>")
     return RenderedDoc(html=_rewrite(body), headings=tuple(headings))
 
 

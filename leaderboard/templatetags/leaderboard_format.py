@@ -93,6 +93,18 @@ def _rate_cell(interval: Interval, *, strong: bool = False) -> SafeString:
     )
 
 
+def _seconds_stacked(interval: Interval) -> SafeString:
+    """A latency interval for a narrow cell: '0.412 s' over '[0.390, 0.433]' (in ``<small>``)."""
+    if math.isnan(interval.value):
+        return mark_safe("–")
+    return format_html(
+        "{} s <small>[{}, {}]</small>",
+        f"{interval.value:.3f}",
+        f"{interval.low:.3f}",
+        f"{interval.high:.3f}",
+    )
+
+
 def _num_cell(sort_value: float | None, text: str) -> SafeString:
     return format_html('<td class="num" data-value="{}">{}</td>', raw(sort_value), text)
 
@@ -124,6 +136,13 @@ def held_out_cell(row: Any) -> SafeString:
         f"{100 * gap.low:+.0f}",
         f"{100 * gap.high:+.0f}",
     )
+
+
+#: Cells of :func:`standing_row` shown only with "More columns" ticked: acted, by level,
+#: agent seconds, steps, tokens, infrastructure failures (the headings say the same).
+MORE_COLUMNS = (7, 9, 11, 12, 13, 17)
+#: How such a cell begins (its own ``<td`` replaced).
+MORE_MARK = mark_safe("<td data-more")
 
 
 @register.simple_tag
@@ -182,13 +201,13 @@ def standing_row(row: Any, selected: Any = ()) -> SafeString:
         _num_cell(row.action_rate.value, pct(row.action_rate.value)),
         _num_cell(row.blast_radius_mean.value, number(row.blast_radius_mean.value)),
         format_html('<td class="levels">{}</td>', levels),
-        _num_cell(row.latency_s.value, seconds(row.latency_s)),
+        _num_cell(row.latency_s.value, _seconds_stacked(row.latency_s)),
         _num_cell(row.agent_s.value, seconds(row.agent_s)),
         _num_cell(row.steps_mean, number(row.steps_mean)),
         _num_cell(row.tokens_mean, tokens),
         _num_cell(row.n, str(row.n)),
         format_html(
-            '<td><a href="{}">{}</a>, {} UTC</td>',
+            '<td class="evaluated"><a href="{}">{}</a><small>{} UTC</small></td>',
             reverse("leaderboard:submission", args=[submission.pk]),
             evaluated,
             finished,
@@ -204,6 +223,42 @@ def standing_row(row: Any, selected: Any = ()) -> SafeString:
             ),
         ),
     ]
+    for index in MORE_COLUMNS:  # behind the "More columns" toggle (index.html)
+        cells[index] = format_html("{}{}", MORE_MARK, cells[index][len("<td") :])
     return format_html(
         '<tr data-agent="{}">{}</tr>', agent.pk, format_html_join("", "{}", ((c,) for c in cells))
+    )
+
+
+@register.simple_tag
+def figure_table(figure: dict[str, Any], caption: str) -> SafeString:
+    """A spider chart's numbers as a table (its text alternative): one row per trace (agent),
+    one column per axis (``theta``), the values (``r``, percent) in the cells; the polygon's
+    closing point is left out."""
+    traces = [t for t in figure.get("data", []) if isinstance(t, dict)]
+    if not traces:
+        return mark_safe("")
+    axes = list(traces[0].get("theta", []))[:-1]
+    head = format_html_join("", '<th scope="col" class="num">{}</th>', ((a,) for a in axes))
+    rows = format_html_join(
+        "",
+        '<tr><th scope="row">{}</th>{}</tr>',
+        (
+            (
+                t.get("name", ""),
+                format_html_join(
+                    "",
+                    '<td class="num">{}</td>',
+                    (("–" if v is None else f"{v:.1f}",) for v in list(t.get("r", []))[:-1]),
+                ),
+            )
+            for t in traces
+        ),
+    )
+    return format_html(
+        '<table class="chart-table"><caption>{}</caption><thead><tr>'
+        '<th scope="col">Agent</th>{}</tr></thead><tbody>{}</tbody></table>',
+        caption,
+        head,
+        rows,
     )
