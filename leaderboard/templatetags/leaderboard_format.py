@@ -262,3 +262,30 @@ def figure_table(figure: dict[str, Any], caption: str) -> SafeString:
         head,
         rows,
     )
+
+
+@register.simple_tag
+def series_table(figure: dict[str, Any], caption: str, value_label: str) -> SafeString:
+    """A line chart's points as a table (its text alternative): one row per point, with its
+    trace's name, its ``x`` (a time, shown to the minute) and its ``y``."""
+    rows: list[tuple[str, str, str]] = []
+    for trace in figure.get("data", []):
+        if not isinstance(trace, dict) or trace.get("showlegend") is False:
+            continue
+        xs, ys = trace.get("x") or [], trace.get("y") or []
+        for x, y in zip(xs, ys, strict=False):
+            if y is None:
+                continue
+            when = str(x).replace("T", " ")[:16]
+            value = f"{y:g}" if isinstance(y, int | float) else str(y)
+            rows.append((str(trace.get("name", "")), when, value))
+    if not rows:
+        return mark_safe("")
+    return format_html(
+        '<table class="chart-table"><caption>{}</caption><thead><tr><th scope="col">App</th>'
+        '<th scope="col">When (UTC)</th><th scope="col" class="num">{}</th></tr></thead>'
+        "<tbody>{}</tbody></table>",
+        caption,
+        value_label,
+        format_html_join("", '<tr><td>{}</td><td>{}</td><td class="num">{}</td></tr>', rows),
+    )

@@ -285,6 +285,13 @@ def test_every_page_is_accessible_and_fits_both_widths(page: Page) -> None:
     expect(page.get_by_test_id("tool-name").first).to_have_text("submit_code")
     expect(page.get_by_test_id("tool-arguments").first).to_contain_text('"code"')
 
+    # the agent page's charts name their table, or carry their numbers
+    page.goto(f"/agents/{world['agent']}/")
+    expect(page.locator("#score-over-time-caption a")).to_have_attribute("href", "#history-table")
+    ranks = page.locator("#rank-over-time-caption details")
+    ranks.locator("summary").click()
+    expect(ranks.locator("tbody tr").first).to_contain_text("malt")
+
     # the board at 1280 px: the standings fit their box; more columns behind a toggle
     page.goto("/")
     scroller = page.locator("#app-malt .table-scroll").first
