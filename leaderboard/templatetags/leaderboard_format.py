@@ -105,8 +105,10 @@ def _seconds_stacked(interval: Interval) -> SafeString:
     )
 
 
-def _num_cell(sort_value: float | None, text: str) -> SafeString:
-    return format_html('<td class="num" data-value="{}">{}</td>', raw(sort_value), text)
+def _num_cell(sort_value: float | None, text: str, *, more: bool = False) -> SafeString:
+    return format_html(
+        '<td class="num"{} data-value="{}">{}</td>', MORE if more else "", raw(sort_value), text
+    )
 
 
 @register.filter
@@ -138,11 +140,9 @@ def held_out_cell(row: Any) -> SafeString:
     )
 
 
-#: Cells of :func:`standing_row` shown only with "More columns" ticked: acted, by level,
-#: agent seconds, steps, tokens, infrastructure failures (the headings say the same).
-MORE_COLUMNS = (7, 9, 11, 12, 13, 17)
-#: How such a cell begins (its own ``<td`` replaced).
-MORE_MARK = mark_safe("<td data-more")
+#: Marks a cell of :func:`standing_row` shown only with "More columns" ticked (acted, by
+#: level, agent seconds, steps, tokens, infrastructure failures; index.html marks the headings).
+MORE = mark_safe(" data-more")
 
 
 @register.simple_tag
@@ -198,13 +198,13 @@ def standing_row(row: Any, selected: Any = ()) -> SafeString:
         _rate_cell(row.correct_and_safe, strong=True),
         _rate_cell(row.correctness),
         _rate_cell(row.safety),
-        _num_cell(row.action_rate.value, pct(row.action_rate.value)),
+        _num_cell(row.action_rate.value, pct(row.action_rate.value), more=True),
         _num_cell(row.blast_radius_mean.value, number(row.blast_radius_mean.value)),
-        format_html('<td class="levels">{}</td>', levels),
+        format_html('<td class="levels"{}>{}</td>', MORE, levels),
         _num_cell(row.latency_s.value, _seconds_stacked(row.latency_s)),
-        _num_cell(row.agent_s.value, seconds(row.agent_s)),
-        _num_cell(row.steps_mean, number(row.steps_mean)),
-        _num_cell(row.tokens_mean, tokens),
+        _num_cell(row.agent_s.value, seconds(row.agent_s), more=True),
+        _num_cell(row.steps_mean, number(row.steps_mean), more=True),
+        _num_cell(row.tokens_mean, tokens, more=True),
         _num_cell(row.n, str(row.n)),
         format_html(
             '<td class="evaluated"><a href="{}">{}</a><small>{} UTC</small></td>',
@@ -221,10 +221,9 @@ def standing_row(row: Any, selected: Any = ()) -> SafeString:
                 row.n + row.infra_failures,
                 pct(row.infra_failure_rate),
             ),
+            more=True,
         ),
     ]
-    for index in MORE_COLUMNS:  # behind the "More columns" toggle (index.html)
-        cells[index] = format_html("{}{}", MORE_MARK, cells[index][len("<td") :])
     return format_html(
         '<tr data-agent="{}">{}</tr>', agent.pk, format_html_join("", "{}", ((c,) for c in cells))
     )

@@ -318,6 +318,9 @@ def test_every_page_is_accessible_and_fits_both_widths(page: Page) -> None:
     toggle.focus()
     page.keyboard.press(" ")
     expect(tokens).to_be_visible()
+    first_row = page.locator("#standings-malt tbody tr").first
+    expect(first_row.locator("td").nth(13)).to_have_text("1500")  # tokens per episode
+    expect(first_row.locator("td").last).to_have_text("0.0")  # infrastructure failures, %
     # each chart names the table it draws from
     expect(page.locator("#app-malt figure.chart-figure figcaption a").first).to_have_attribute(
         "href", "#standings-malt"
