@@ -46,6 +46,10 @@ DOC_PATH = re.compile(r"docs/[\w.-]+\.md")
 #: Page loads here include Plotly's bundle; a busy shared runner needs more than the default.
 LOADED_TIMEOUT_MS = 60_000
 
+#: Pages axe also checks at 390 px (the Menu button, the folded standings and a form); the
+#: others' narrow layout differs only in what the width check measures, and axe is the slow
+#: part of this test.
+AXE_NARROW = {"login", "board", "submission-finished", "register-agent", "method-metrics"}
 #: Runs axe on the page: the serious and critical violations, with a few of their nodes.
 AXE_RUN = """async () => {
   const result = await axe.run(document, {resultTypes: ["violations"]});
@@ -193,8 +197,9 @@ def _world() -> dict[str, Any]:
 
 
 def _check(page: Page, url: str, name: str, failures: list[str]) -> None:
-    """At 1280 px then 390 px: no sideways scroll, no serious or critical axe violation, no
-    file path in the page's text (failures are collected, so one run reports them all)."""
+    """At 1280 px then 390 px: no sideways scroll, no serious or critical axe violation (at
+    390 px on :data:`AXE_NARROW` pages), no file path in the page's text (failures are
+    collected, so one run reports them all)."""
     shots = os.environ.get("NETARENA_SCREENSHOTS")
     page.set_viewport_size({"width": WIDE, "height": HEIGHT})
     response = page.goto(url)
@@ -217,8 +222,9 @@ def _check(page: Page, url: str, name: str, failures: list[str]) -> None:
         overflow = page.evaluate(OVERFLOW)
         if overflow["scroll"] > overflow["inner"]:
             failures.append(f"{name} @{width}: scrollWidth {overflow['scroll']} {overflow['wide']}")
-        for violation in page.evaluate(AXE_RUN):
-            failures.append(f"{name} @{width}: axe {violation}")
+        if width == WIDE or name in AXE_NARROW:
+            for violation in page.evaluate(AXE_RUN):
+                failures.append(f"{name} @{width}: axe {violation}")
         if shots:
             height = min(page.evaluate("document.documentElement.scrollHeight"), 2400)
             page.screenshot(
@@ -262,7 +268,6 @@ def test_every_page_is_accessible_and_fits_both_widths(page: Page) -> None:
     _log_in(page.context, page, user)
     member_pages = [
         ("/", "board"),
-        ("/?app=malt", "board-malt"),
         ("/rounds/", "rounds"),
         ("/rounds/1/", "round"),
         (f"/submissions/{world['running']}/", "submission-running"),
@@ -339,6 +344,8 @@ def test_every_page_is_accessible_and_fits_both_widths(page: Page) -> None:
     menu.click()
     expect(page.get_by_role("link", name="Rounds")).to_be_visible()
     expect(menu).to_have_attribute("aria-expanded", "true")
+    if shots := os.environ.get("NETARENA_SCREENSHOTS"):
+        page.screenshot(path=f"{shots}/board-menu-open-{NARROW}.png")
     assert not scroller.evaluate(fits)  # it scrolls, inside its box
     agent_cell = page.locator("#standings-malt tbody tr").first.locator("td").nth(2)
     before = agent_cell.bounding_box()
