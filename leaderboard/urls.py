@@ -14,6 +14,8 @@ urlpatterns = [
         name="submission-sections",
     ),
     path("episodes/<int:episode_id>/", views.episode_page, name="episode"),
+    path("method/", views.method_index_page, name="method"),
+    path("method/<slug:slug>/", views.method_doc_page, name="method-doc"),
     path("api/v1/leaderboard/", apis.LeaderboardListApi.as_view(), name="api-leaderboard"),
     path("rounds/", round_views.rounds_page, name="rounds"),
     path("packs/", round_views.packs_page, name="packs"),

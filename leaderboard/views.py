@@ -9,6 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from evaluator.registry import app_ids, get_app
+from leaderboard.method import METHOD_DOCS, method_doc, render_doc
 from leaderboard.plots import board_figures
 from submissions.disclosure import Disclosure, disclosure_for, episode_rows
 from submissions.episode_selectors import episode_replay
@@ -183,3 +184,21 @@ def episode_page(request: HttpRequest, episode_id: int) -> HttpResponse:
     if replay is None:
         raise Http404("no such episode")
     return render(request, "leaderboard/episode.html", {"replay": replay})
+
+
+def method_index_page(request: HttpRequest) -> HttpResponse:
+    """The method: a list of the documents rendered on the site (``leaderboard.method``)."""
+    return render(request, "leaderboard/method_index.html", {"docs": METHOD_DOCS})
+
+
+def method_doc_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """One document of the method, rendered from ``docs/`` (headings with anchors, links
+    between documents pointing at their pages)."""
+    doc = method_doc(slug)
+    if doc is None:
+        raise Http404("no such document")
+    return render(
+        request,
+        "leaderboard/method.html",
+        {"doc": doc, "rendered": render_doc(doc), "docs": METHOD_DOCS},
+    )

@@ -11,6 +11,7 @@ values) only the owner team and staff. Staff see everything at any time."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,13 +42,45 @@ EVOLUTION_DETAILS = {
 }
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    """The one function call an ``openai-tools`` reply carried, as the transcript keeps it.
+
+    Attributes:
+        name: the function (one of the app's tools).
+        arguments: its arguments as the agent sent them, indented when they are a JSON
+            object (the transcript keeps their text, cut at 2,000 characters).
+    """
+
+    name: str
+    arguments: str
+
+
+def tool_call_of(entry: dict[str, Any]) -> ToolCall | None:
+    """The tool call recorded on an assistant transcript entry (``"tool_call": {"name",
+    "arguments"}``, written by ``evaluator.runner`` for ``openai-tools`` agents), or None."""
+    raw = entry.get("tool_call")
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+        return None
+    arguments = str(raw.get("arguments") or "")
+    try:
+        decoded = json.loads(arguments)
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict):
+        arguments = json.dumps(decoded, indent=2, ensure_ascii=False)
+    return ToolCall(name=raw["name"], arguments=arguments)
+
+
 @dataclass
 class ReplayStep:
     """One agent reply and what followed it.
 
     Attributes:
         number: 1-based reply number.
-        reply: the agent's text (a command, a kubectl line, a code block).
+        reply: the agent's text (a command, a kubectl line, a code block); for a tool call,
+            what the app ran for it.
+        tool_call: the function call the reply was (``openai-tools`` agents), else None.
         observation: what the agent was shown next (empty if the episode ended first).
         agent_s: evaluator-measured seconds waiting for this reply (None if unknown).
         safe_step: False when the step was judged unsafe.
@@ -57,6 +90,7 @@ class ReplayStep:
 
     number: int
     reply: str
+    tool_call: ToolCall | None = None
     observation: str = ""
     agent_s: float | None = None
     safe_step: bool | None = None
@@ -148,6 +182,7 @@ def _steps(
                 ReplayStep(
                     number=len(steps) + 1,
                     reply=content,
+                    tool_call=tool_call_of(entry),
                     agent_s=latency if isinstance(latency, int | float) else None,
                 )
             )

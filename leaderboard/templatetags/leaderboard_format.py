@@ -93,8 +93,22 @@ def _rate_cell(interval: Interval, *, strong: bool = False) -> SafeString:
     )
 
 
-def _num_cell(sort_value: float | None, text: str) -> SafeString:
-    return format_html('<td class="num" data-value="{}">{}</td>', raw(sort_value), text)
+def _seconds_stacked(interval: Interval) -> SafeString:
+    """A latency interval for a narrow cell: '0.412 s' over '[0.390, 0.433]' (in ``<small>``)."""
+    if math.isnan(interval.value):
+        return mark_safe("–")
+    return format_html(
+        "{} s <small>[{}, {}]</small>",
+        f"{interval.value:.3f}",
+        f"{interval.low:.3f}",
+        f"{interval.high:.3f}",
+    )
+
+
+def _num_cell(sort_value: float | None, text: str, *, more: bool = False) -> SafeString:
+    return format_html(
+        '<td class="num"{} data-value="{}">{}</td>', MORE if more else "", raw(sort_value), text
+    )
 
 
 @register.filter
@@ -124,6 +138,11 @@ def held_out_cell(row: Any) -> SafeString:
         f"{100 * gap.low:+.0f}",
         f"{100 * gap.high:+.0f}",
     )
+
+
+#: Marks a cell of :func:`standing_row` shown only with "More columns" ticked (acted, by
+#: level, agent seconds, steps, tokens, infrastructure failures; index.html marks the headings).
+MORE = mark_safe(" data-more")
 
 
 @register.simple_tag
@@ -179,16 +198,16 @@ def standing_row(row: Any, selected: Any = ()) -> SafeString:
         _rate_cell(row.correct_and_safe, strong=True),
         _rate_cell(row.correctness),
         _rate_cell(row.safety),
-        _num_cell(row.action_rate.value, pct(row.action_rate.value)),
+        _num_cell(row.action_rate.value, pct(row.action_rate.value), more=True),
         _num_cell(row.blast_radius_mean.value, number(row.blast_radius_mean.value)),
-        format_html('<td class="levels">{}</td>', levels),
-        _num_cell(row.latency_s.value, seconds(row.latency_s)),
-        _num_cell(row.agent_s.value, seconds(row.agent_s)),
-        _num_cell(row.steps_mean, number(row.steps_mean)),
-        _num_cell(row.tokens_mean, tokens),
+        format_html('<td class="levels"{}>{}</td>', MORE, levels),
+        _num_cell(row.latency_s.value, _seconds_stacked(row.latency_s)),
+        _num_cell(row.agent_s.value, seconds(row.agent_s), more=True),
+        _num_cell(row.steps_mean, number(row.steps_mean), more=True),
+        _num_cell(row.tokens_mean, tokens, more=True),
         _num_cell(row.n, str(row.n)),
         format_html(
-            '<td><a href="{}">{}</a>, {} UTC</td>',
+            '<td class="evaluated"><a href="{}">{}</a><small>{} UTC</small></td>',
             reverse("leaderboard:submission", args=[submission.pk]),
             evaluated,
             finished,
@@ -202,8 +221,70 @@ def standing_row(row: Any, selected: Any = ()) -> SafeString:
                 row.n + row.infra_failures,
                 pct(row.infra_failure_rate),
             ),
+            more=True,
         ),
     ]
     return format_html(
         '<tr data-agent="{}">{}</tr>', agent.pk, format_html_join("", "{}", ((c,) for c in cells))
+    )
+
+
+@register.simple_tag
+def figure_table(figure: dict[str, Any], caption: str) -> SafeString:
+    """A spider chart's numbers as a table (its text alternative): one row per trace (agent),
+    one column per axis (``theta``), the values (``r``, percent) in the cells; the polygon's
+    closing point is left out."""
+    traces = [t for t in figure.get("data", []) if isinstance(t, dict)]
+    if not traces:
+        return mark_safe("")
+    axes = list(traces[0].get("theta", []))[:-1]
+    head = format_html_join("", '<th scope="col" class="num">{}</th>', ((a,) for a in axes))
+    rows = format_html_join(
+        "",
+        '<tr><th scope="row">{}</th>{}</tr>',
+        (
+            (
+                t.get("name", ""),
+                format_html_join(
+                    "",
+                    '<td class="num">{}</td>',
+                    (("–" if v is None else f"{v:.1f}",) for v in list(t.get("r", []))[:-1]),
+                ),
+            )
+            for t in traces
+        ),
+    )
+    return format_html(
+        '<table class="chart-table"><caption>{}</caption><thead><tr>'
+        '<th scope="col">Agent</th>{}</tr></thead><tbody>{}</tbody></table>',
+        caption,
+        head,
+        rows,
+    )
+
+
+@register.simple_tag
+def series_table(figure: dict[str, Any], caption: str, value_label: str) -> SafeString:
+    """A line chart's points as a table (its text alternative): one row per point, with its
+    trace's name, its ``x`` (a time, shown to the minute) and its ``y``."""
+    rows: list[tuple[str, str, str]] = []
+    for trace in figure.get("data", []):
+        if not isinstance(trace, dict) or trace.get("showlegend") is False:
+            continue
+        xs, ys = trace.get("x") or [], trace.get("y") or []
+        for x, y in zip(xs, ys, strict=False):
+            if y is None:
+                continue
+            when = str(x).replace("T", " ")[:16]
+            value = f"{y:g}" if isinstance(y, int | float) else str(y)
+            rows.append((str(trace.get("name", "")), when, value))
+    if not rows:
+        return mark_safe("")
+    return format_html(
+        '<table class="chart-table"><caption>{}</caption><thead><tr><th scope="col">App</th>'
+        '<th scope="col">When (UTC)</th><th scope="col" class="num">{}</th></tr></thead>'
+        "<tbody>{}</tbody></table>",
+        caption,
+        value_label,
+        format_html_join("", '<tr><td>{}</td><td>{}</td><td class="num">{}</td></tr>', rows),
     )

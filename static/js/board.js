@@ -2,9 +2,10 @@
  *
  * - Charts: every <div data-chart data-source=ID> is drawn from the JSON in <script id=ID>.
  *   The mode bar is vertical on the right (layout.modebar) so it never covers the title.
- * - Sorting: clicking a <th data-sort> orders the rows by each cell's data-value (numbers,
- *   or text with data-type="text"); the first click uses the column's better direction
- *   (data-better="higher" sorts descending), the next click reverses it. Empty values last.
+ * - Sorting: each <th data-sort> gets a button (so Tab reaches it and Enter or Space
+ *   presses it); pressing it orders the rows by each cell's data-value (numbers, or text
+ *   with data-type="text"); the first press uses the column's better direction
+ *   (data-better="higher" sorts descending), the next reverses it. Empty values last.
  * - Selection: ticking agents' checkboxes redraws every chart of the section with only their
  *   traces (each trace's `meta` is its agent id); none ticked shows every listed agent.
  *   The ticked ids are mirrored in the address (?agents=1,2) so a comparison can be shared.
@@ -104,16 +105,14 @@
         mark.textContent = " ▼";
         mark.title = "lower is better";
       }
-      th.appendChild(mark);
-      th.tabIndex = 0;
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "sort";
+      while (th.firstChild) button.appendChild(th.firstChild);
+      button.appendChild(mark);
+      th.appendChild(button);
       th.classList.add("sort-key");
       th.addEventListener("click", () => sortBy(table, th));
-      th.addEventListener("keydown", (event) => {
-        if (event.key === "Enter" || event.key === " ") {
-          event.preventDefault();
-          sortBy(table, th);
-        }
-      });
     }
   }
 

@@ -72,7 +72,7 @@ def test_board_charts_sorting_selection_and_replay(page: Page, monkeypatch) -> N
         for kind in CHART_KINDS:
             page.wait_for_selector(f"#{kind}-guess .main-svg")
         listed = {int(v) for v in page.eval_on_selector_all(
-            "#app-guess tbody tr", "(rows) => rows.map((r) => r.dataset.agent)"
+            "#standings-guess tbody tr", "(rows) => rows.map((r) => r.dataset.agent)"
         )}  # fmt: skip
         assert listed == agent_ids
         for kind in CHART_KINDS:

@@ -455,6 +455,38 @@ def test_replay_draws_the_pingall_or_mismatch_evolution(
     assert "secret-expected-value" not in body  # text details: owner team and staff only
 
 
+def test_replay_shows_each_tool_call_and_what_it_ran(client, board):
+    """An ``openai-tools`` agent's step shows the function it called with its arguments and
+    the code the app ran for it; while the answer is unspent only the owner team sees it."""
+    team, subs = board
+    owner, other, _ = _users(team)
+    episode = subs[0].episodes.earliest("index")
+    code = "def process_graph(graph):\n    return graph"
+    transcript = [
+        {"role": "user", "content": "Add a switch to the topology."},
+        {
+            "role": "assistant",
+            "content": code,
+            "latency_s": 0.2,
+            "tool_call": {"name": "submit_code", "arguments": '{"code": "plan-xyz", "n": 2}'},
+        },
+        {"role": "user", "content": "ok", "safe_step": True, "info": {}},
+        {"role": "assistant", "content": "plain text reply", "latency_s": 0.1},
+    ]
+    EpisodeRecord.objects.filter(pk=episode.pk).update(transcript=transcript)
+    body = _page(client, None, episode)
+    steps = body.split('data-testid="step"')[1:]
+    assert len(steps) == 2
+    assert '<code class="tool-name" data-testid="tool-name">submit_code</code>' in steps[0]
+    assert "{\n  &quot;code&quot;: &quot;plan-xyz&quot;,\n  &quot;n&quot;: 2\n}" in steps[0]
+    assert 'data-testid="tool-ran">def process_graph(graph):' in steps[0]
+    assert "tool-name" not in steps[1] and "plain text reply" in steps[1]
+    Submission.objects.filter(pk=subs[0].pk).update(status="running")
+    assert "plan-xyz" in _page(client, owner, episode)
+    hidden = _page(client, other, episode)
+    assert "plan-xyz" not in hidden and "submit_code" not in hidden
+
+
 def test_rebuild_aggregates_command_restores_deleted_rows(board):
     from io import StringIO
 

@@ -48,6 +48,11 @@ def test_leaderboard_page_lists_agent_with_interval(client, finished):
     assert "seven" in body and "Team Seven" in body
     assert 'id="ci-data-guess"' in body and 'id="spider-data-guess"' in body
     assert "sk-hidden-key" not in body
+    # six secondary cells in the row behind "More columns", as cells (not escaped text)
+    row = body[body.index('<tr data-agent="') :]
+    row = row[: row.index("</tr>")]
+    assert row.count("<td data-more") + row.count('<td class="num" data-more') == 5
+    assert row.count('<td class="levels" data-more') == 1 and "&lt;" not in row
 
 
 def test_api_returns_intervals_and_rejects_unknown_app(client, finished):
