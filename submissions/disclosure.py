@@ -44,19 +44,6 @@ from submissions.models import HeldOutPack, Submission
 
 #: Episode columns anyone may see at any time: which query of which app, and how far it is.
 PROGRESS_EPISODE_FIELDS = ("id", "app_id", "index", "query_id", "status")
-#: Episode columns that carry the answer or the verdict: shown once spent (see the table).
-VERDICT_EPISODE_FIELDS = (
-    "level",
-    "label",
-    "correct",
-    "safe",
-    "latency_s",
-    "agent_s",
-    "steps",
-    "changed_state",
-    "blast_radius",
-    "failure",
-)
 #: Every public episode column once the answer is spent, in display order.
 SPENT_EPISODE_FIELDS = (
     "id",

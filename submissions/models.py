@@ -403,7 +403,7 @@ class HeldOutPack(models.Model):
     """One version of a held-out variant pack, and where it is in its life
     (docs/operating-rounds.md).
 
-    **Sealed** from the moment the site first records it (a round or ``manage.py packs seal``)
+    **Sealed** from the moment the site first records it (the first round that sees it)
     until a round that drew from it closes; then **spent**: its archive is downloadable by
     digest, its queries' ground truth shows on the episode pages, and practice submissions may
     draw from it. Practice submissions never draw from a sealed pack; a round draws from

@@ -198,13 +198,3 @@ def packs_spend(evaluation_round: Round) -> list[HeldOutPack]:
             row.save(update_fields=["state", "spent_at", "spent_by"])
             spent.append(row)
     return spent
-
-
-def pack_seal(pack: VariantPack) -> HeldOutPack:
-    """Record ``pack`` as sealed on this site (``manage.py packs seal DIR``); a version already
-    recorded keeps its state.
-
-    Raises:
-        VariantPackError: the pack has no directory to archive.
-    """
-    return pack_record(pack)
