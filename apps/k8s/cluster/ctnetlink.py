@@ -107,11 +107,7 @@ def _udp_entries(sock: socket.socket, filtered: bool = True
     entries: list[tuple[int, bytes, bytes, bytes]] = []
     while True:
         data = sock.recv(1 << 16)
-        offset = 0
-        while offset + 16 <= len(data):
-            length, kind, _flags, _seq, _pid = struct.unpack_from("=IHHII", data, offset)
-            if length < 16:
-                break
+        for offset, length, kind in _messages(data):
             if kind == NLMSG_DONE:
                 return entries
             if kind == NLMSG_ERROR:
@@ -134,21 +130,27 @@ def _udp_entries(sock: socket.socket, filtered: bool = True
                 request += raw + b"\0" * (-len(raw) % 4)
             if proto == IPPROTO_UDP:
                 entries.append((family, src, dst, request))
-            offset += (length + 3) & ~3
+
+
+def _messages(data: bytes) -> Iterator[tuple[int, int, int]]:
+    """``(offset, length, type)`` of each netlink message in one received buffer (16-byte
+    ``nlmsghdr``, messages aligned to 4 bytes); stops at a malformed length."""
+    offset = 0
+    while offset + 16 <= len(data):
+        length, kind, _flags, _seq, _pid = struct.unpack_from("=IHHII", data, offset)
+        if length < 16:
+            return
+        yield offset, length, kind
+        offset += (length + 3) & ~3
 
 
 def _acks(sock: socket.socket, count: int) -> list[int]:
     codes: list[int] = []
     while len(codes) < count:
         data = sock.recv(1 << 16)
-        offset = 0
-        while offset + 16 <= len(data):
-            length, kind, _flags, _seq, _pid = struct.unpack_from("=IHHII", data, offset)
-            if length < 16:
-                break
+        for offset, _length, kind in _messages(data):
             if kind == NLMSG_ERROR:
                 codes.append(struct.unpack_from("=i", data, offset + 16)[0])
-            offset += (length + 3) & ~3
     return codes
 
 
