@@ -43,16 +43,8 @@ from typing import Any
 from evaluator.types import JSON, Query
 
 from apps.k8s import manifests
-from apps.k8s.reference import apply_command, last_report
-from apps.k8s.replies import DONE_WORD, HEALTHY_WORD
-from apps.k8s.scripted import (
-    DELETE_POLICIES,
-    LIST_POLICIES,
-    _fence,
-    _sent,
-    policy_names,
-    scripted_reply,
-)
+from apps.k8s.reference import apply_command
+from apps.k8s.scripted import restore_and_prune_reply, scripted_reply
 
 Obj = dict[str, Any]
 Edge = tuple[str, str, int]
@@ -234,22 +226,7 @@ class K8sLearner:
             healthy = self.healthy_set(edges)
         except ValueError:
             return scripted_reply(history)
-        steps = _sent(history)
-        if not steps:
-            return HEALTHY_WORD if not last_report(history) else _fence(
-                apply_command(list(healthy.values())))
-        commands = [cmd for cmd, _ in steps]
-        if not any(cmd.startswith("kubectl apply") for cmd in commands):
-            return _fence(apply_command(list(healthy.values())))
-        if not last_report(history):
-            return DONE_WORD
-        listed = [obs for cmd, obs in steps if cmd == LIST_POLICIES]
-        if not listed:
-            return _fence(LIST_POLICIES)
-        if any(cmd.startswith(DELETE_POLICIES) for cmd in commands):
-            return DONE_WORD
-        extra = [name for name in policy_names(listed[-1]) if name not in healthy]
-        return _fence(" ".join([DELETE_POLICIES, *extra])) if extra else DONE_WORD
+        return restore_and_prune_reply(history, apply_command(list(healthy.values())), healthy)
 
 
 def learner_from(queries: Iterable[Query]) -> K8sLearner:

@@ -33,6 +33,7 @@ namespace from a misleading report beyond the first report being clean.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from apps.k8s import manifests, prompt
@@ -98,12 +99,23 @@ def scripted_reply(history: list[dict[str, Any]]) -> str:
         ``healthy``, ``done`` or one fenced kubectl command. Never raises on odd histories
         (an unreadable one ends the episode with ``done``).
     """
+    return restore_and_prune_reply(history, restore_command(), manifests.healthy_policies())
+
+
+def restore_and_prune_reply(
+    history: list[dict[str, Any]], restore: str, healthy: Collection[str]
+) -> str:
+    """The scripted agent's play with a given healthy policy set: ``healthy`` when the first
+    report shows nothing wrong; else apply ``restore`` (one kubectl command), list the
+    policies once the report is clean, delete every policy whose name is not in ``healthy``,
+    then ``done``. Shared by :func:`scripted_reply` (the public set) and the adaptive agent
+    (a set it learned, ``apps.k8s.adaptive``)."""
     steps = _sent(history)
     if not steps:
-        return HEALTHY_WORD if not last_report(history) else _fence(restore_command())
+        return HEALTHY_WORD if not last_report(history) else _fence(restore)
     commands = [cmd for cmd, _ in steps]
     if not any(cmd.startswith("kubectl apply") for cmd in commands):
-        return _fence(restore_command())
+        return _fence(restore)
     if not last_report(history):
         return DONE_WORD
     listed = [obs for cmd, obs in steps if cmd == LIST_POLICIES]
@@ -111,7 +123,6 @@ def scripted_reply(history: list[dict[str, Any]]) -> str:
         return _fence(LIST_POLICIES)
     if any(cmd.startswith(DELETE_POLICIES) for cmd in commands):
         return DONE_WORD
-    healthy = manifests.healthy_policies()
     extra = [name for name in policy_names(listed[-1]) if name not in healthy]
     if not extra:
         return DONE_WORD
