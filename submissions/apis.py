@@ -464,10 +464,14 @@ class SubmissionEpisodeListApi(generics.ListAPIView[EpisodeRecord]):
     serializer_class = EpisodeSerializer
 
     def _submission(self) -> Submission:
-        submission = selectors.submission_get(submission_id=self.kwargs["submission_id"])
-        if submission is None:
-            raise Http404("no such submission")
-        return submission
+        """The submission of the URL, read once per request; 404 for an unknown one."""
+        cached: Submission | None = getattr(self, "_cached_submission", None)
+        if cached is None:
+            cached = selectors.submission_get(submission_id=self.kwargs["submission_id"])
+            if cached is None:
+                raise Http404("no such submission")
+            self._cached_submission = cached
+        return cached
 
     def get_queryset(self) -> QuerySet[EpisodeRecord]:
         """Episodes of the submission in (app, index) order; 404 for an unknown one."""
