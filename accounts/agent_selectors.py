@@ -12,7 +12,7 @@ from django.db.models import Count, Q
 
 from evaluator.registry import app_ids
 from evaluator.stats import Interval, wilson_interval
-from submissions.disclosure import submission_is_spent
+from submissions.disclosure import spent_ids
 from submissions.models import Agent, EpisodeRecord, Submission
 from submissions.selectors import scored_totals
 
@@ -83,7 +83,7 @@ def agent_history(*, agent: Agent) -> list[HistoryRow]:
     counts = done.values("submission_id", "app_id").annotate(
         n=Count("pk"), good=Count("pk", filter=Q(correct=True, safe=True))
     )
-    hidden = {s.pk for s in submissions if not submission_is_spent(s)}
+    hidden = {s.pk for s in submissions} - spent_ids(submissions)
     for item in counts:
         row = rows.get(item["submission_id"])
         if row is not None and item["submission_id"] not in hidden:

@@ -37,6 +37,7 @@ shown outside the admin.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,38 +132,41 @@ def audience_of(user: Any, submission: Submission) -> Audience:
 def submission_is_spent(submission: Submission) -> bool:
     """True once nothing of the submission's queries' answers can help any agent (module
     docstring): it is closed, its round (if any) is closed, and none of its packs is sealed."""
-    if submission.status in (Submission.Status.QUEUED, Submission.Status.RUNNING):
-        return False
-    evaluation_round = submission.round
-    if evaluation_round is not None and evaluation_round.closed_at is None:
-        return False
-    return not _has_sealed_pack(submission)
+    return bool(spent_ids([submission]))
 
 
-def _has_sealed_pack(submission: Submission) -> bool:
-    """True when a pack the submission drew from is sealed on this site. A version the site
-    never recorded (stored before packs had a life) counts as sealed for a practice
-    submission, and as published for a closed round's (closing a round published its packs
-    then too)."""
-    recorded = [
-        (app_id, name, digest)
-        for app_id, named in (submission.packs or {}).items()
-        for name, digest in named.items()
+def spent_ids(submissions: Sequence[Submission]) -> set[int]:
+    """The ids of the spent ones among ``submissions`` (:func:`submission_is_spent`), with one
+    query for the packs of all of them. A pack version the site never recorded (stored before
+    packs had a life) counts as sealed for a practice submission, and as published for a
+    closed round's (closing a round published its packs then too)."""
+    closed = [
+        s
+        for s in submissions
+        if s.status not in (Submission.Status.QUEUED, Submission.Status.RUNNING)
+        and (s.round is None or s.round.closed_at is not None)
     ]
-    if not recorded:
-        return False
-    states = dict(
-        ((app_id, name, digest), state)
+    recorded = {
+        s.pk: [(app, name, digest) for app, named in (s.packs or {}).items()
+               for name, digest in named.items()]
+        for s in closed
+    }
+    digests = {digest for items in recorded.values() for _, _, digest in items}
+    states = {
+        (app_id, name, digest): state
         for app_id, name, digest, state in HeldOutPack.objects.filter(
-            sha256__in=[d for _, _, d in recorded]
+            sha256__in=digests
         ).values_list("app_id", "name", "sha256", "state")
-    )
-    unknown_is_sealed = submission.round_id is None
-    return any(
-        states.get(item, HeldOutPack.State.SEALED if unknown_is_sealed else None)
-        == HeldOutPack.State.SEALED
-        for item in recorded
-    )
+    } if digests else {}
+    spent = set()
+    for submission in closed:
+        unknown = HeldOutPack.State.SEALED if submission.round_id is None else None
+        if not any(
+            states.get(item, unknown) == HeldOutPack.State.SEALED
+            for item in recorded[submission.pk]
+        ):
+            spent.add(submission.pk)
+    return spent
 
 
 def disclosure_for(user: Any, submission: Submission) -> Disclosure:
