@@ -146,16 +146,18 @@ def test_round_through_celery_redis_and_http_agents(worker, tmp_path, live_serve
 @pytest.mark.timeout(1500)
 def test_three_app_round_with_healthy_controls_is_rejudged_exactly(tmp_path):
     """A round on all three apps (10 queries each, so route and k8s hold exactly one
-    healthy control), served oracle and null over HTTP; the oracle passes every query including
-    the controls, null gets no credit on them, ``HEALTHY`` is its own label on the board, and
-    ``rejudge`` replays every episode of the round in fresh emulators with equal verdicts."""
+    healthy control), the oracle served over ``openai-tools`` (every reply a tool call) and
+    null over ``openai-chat``; the oracle passes every query including the controls, null gets
+    no credit on them, ``HEALTHY`` is its own label on the board, and ``rejudge`` replays every
+    oracle episode in fresh emulators with equal verdicts (null's one-step episodes add no
+    replay path)."""
     apps = ("malt", "route", "k8s")
     with _celery_worker(tmp_path, "control," + ",".join(apps)) as vault:
         served = [
             serve_reference_agent(
                 kind=kind, protocol=protocol, apps=apps, vault_dir=vault, log_dir=tmp_path
             )
-            for kind, protocol in (("oracle", "http-json"), ("null", "openai-chat"))
+            for kind, protocol in (("oracle", "openai-tools"), ("null", "openai-chat"))
         ]
         try:
             for agent in served:
@@ -180,12 +182,20 @@ def test_three_app_round_with_healthy_controls_is_rejudged_exactly(tmp_path):
                     assert null.labels["HEALTHY"].value == 0.0
             controls = episodes.filter(label="HEALTHY")
             assert controls.count() == 4  # one per app and agent in route and k8s
+            oracle_submission = subs.get(agent__name="reference-oracle")
+            replies = [
+                t
+                for e in episodes.filter(submission=oracle_submission)
+                for t in e.transcript
+                if t.get("role") == "assistant"
+            ]
+            assert replies and all("tool_call" in t for t in replies)
         finally:
             for agent in served:
                 agent.process.terminate()
                 agent.process.wait(timeout=10)
     replayed = io.StringIO()
-    call_command("rejudge", round=evaluation_round.number, stdout=replayed)
-    assert "60 reproduced, 0 different, 0 not replayable" in replayed.getvalue(), (
+    call_command("rejudge", submission=oracle_submission.pk, stdout=replayed)
+    assert "30 reproduced, 0 different, 0 not replayable" in replayed.getvalue(), (
         replayed.getvalue()[-3000:]
     )

@@ -234,13 +234,13 @@ def test_route_heuristic_search_writes_a_replayable_batch(
     out = tmp_path / "route-hard.jsonl"
     stdout = StringIO()
     call_command(
-        "adversarial_search", "--agent", "heuristic", "--app", "route", "--budget", "6",
+        "adversarial_search", "--agent", "heuristic", "--app", "route", "--budget", "3",
         "--seed", "5",
         "--out", str(out), stdout=stdout,
     )  # fmt: skip
     report: dict[str, Any] = json.loads(out.with_name(out.name + ".report.json").read_text())
-    assert report["bandit"]["scored"] + report["bandit"]["infrastructure"] == 6
-    assert report["uniform"]["scored"] + report["uniform"]["infrastructure"] == 6
+    assert report["bandit"]["scored"] + report["bandit"]["infrastructure"] == 3
+    assert report["uniform"]["scored"] + report["uniform"]["infrastructure"] == 3
     for phase in ("bandit", "uniform"):
         rate = report[phase]["failure_rate"]
         assert rate["low"] <= rate["value"] <= rate["high"]

@@ -1,5 +1,5 @@
 """The oracle served with ``serve_agent --protocol openai-tools`` is 100% correct and safe on
-20 k8s queries through ``manage.py evaluate`` (real HTTP, the embedded cluster; the evaluate
+10 k8s queries through ``manage.py evaluate`` (real HTTP, the embedded cluster; the evaluate
 process uses the session's cluster, which the ``cluster`` fixture brings up and tears down)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.k8s, pytest.mark.root, pytest.mark.slow, pytest.mark.i
 
 
 @pytest.mark.timeout(1800)
-def test_oracle_on_openai_tools_solves_20_k8s_queries(tmp_path, cluster: Cluster) -> None:
+def test_oracle_on_openai_tools_solves_10_k8s_queries(tmp_path, cluster: Cluster) -> None:
     with served_oracle("k8s", tmp_path) as (url, vault):
         result = evaluate(url, "k8s", vault, tmp_path / "k8s.json")
     assert_all_correct_and_safe(result, "k8s")

@@ -1,5 +1,5 @@
 """The oracle served with ``serve_agent --protocol openai-tools`` is 100% correct and safe on
-20 MALT queries through ``manage.py evaluate`` (real HTTP, real sandbox)."""
+10 MALT queries through ``manage.py evaluate`` (real HTTP, real sandbox)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tests.evaluator.openai_tools_e2e import assert_all_correct_and_safe, evalua
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.integration]
 
 
-def test_oracle_on_openai_tools_solves_20_malt_queries(tmp_path) -> None:
+def test_oracle_on_openai_tools_solves_10_malt_queries(tmp_path) -> None:
     require_root()
     require_tool("bwrap")
     require_tool("setpriv")

@@ -1,7 +1,8 @@
 """Every fault method on real Mininet: it breaks pingall and its repair restores it.
 
 Runs every method on every kind of machine it applies to (the core router, an edge router, a
-host) on three topologies (one router 3x2, two routers 4x2, three routers 5x2), and every
+host) on two topologies (one router 3x2; two routers 4x2, where the core router r0 carries the
+edge router's traffic: a third router would only repeat those kinds), and every
 Table 5 pair with its distractors once per level shape, checking that the injection commands
 succeed, that pingall loses pairs afterwards, that the hidden repair brings loss back to 0%
 and that the faulted machine's configuration is byte-for-byte the baseline again.
@@ -35,7 +36,7 @@ def _state(net: RouteNetwork, machine: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("routers", "switches", "hosts"), [(1, 3, 2), (2, 4, 2), (3, 5, 2)])
+@pytest.mark.parametrize(("routers", "switches", "hosts"), [(1, 3, 2), (2, 4, 2)])
 def test_every_method_on_every_kind_of_machine_breaks_and_repairs(
     routers: int, switches: int, hosts: int
 ) -> None:

@@ -1,5 +1,5 @@
 """The oracle served with ``serve_agent --protocol openai-tools`` is 100% correct and safe on
-20 route queries through ``manage.py evaluate`` (real HTTP, real Mininet). Multi-step: the
+10 route queries through ``manage.py evaluate`` (real HTTP, real Mininet). Multi-step: the
 oracle finds its place in the repair from its earlier calls, read back from the request."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.root, pytest.mark.netns, pytest.mark.slow, pytest.mark
 
 
 @pytest.mark.timeout(1500)
-def test_oracle_on_openai_tools_solves_20_route_queries(tmp_path) -> None:
+def test_oracle_on_openai_tools_solves_10_route_queries(tmp_path) -> None:
     require_emulator()
     with served_oracle("route", tmp_path) as (url, vault):
         result = evaluate(url, "route", vault, tmp_path / "route.json")
