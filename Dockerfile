@@ -97,3 +97,11 @@ FROM worker-k8s AS green-k8s
 ENV NETARENA_GREEN_APP=k8s \
     NETARENA_GREEN_ALLOW_NETWORKS=local
 ENTRYPOINT ["python", "-m", "evaluator.green"]
+
+# The reference oracle as an AgentBeats participant (the deploy check's scenario run, docs/
+# agentbeats.md "Running a scenario"): started, like every participant of AgentBeats' compose
+# files, with only --host, --port and --card-url. It reads the answers from the oracle vault
+# the green agent writes (/vault, a volume the two share).
+FROM runtime AS reference-oracle
+ENTRYPOINT ["python", "-m", "evaluator.reference", "--agent", "oracle", "--app", "all", \
+            "--protocol", "a2a", "--vault", "/vault"]

@@ -50,6 +50,9 @@ install_tools() {
     python3 -m venv "$CACHE/venv"
     "$CACHE/venv/bin/pip" install -q podman-compose==1.6.0
   fi
+  if [ ! -d "$CACHE/venv/lib/python3.11/site-packages/tomli_w" ]; then
+    "$CACHE/venv/bin/pip" install -q tomli-w==1.2.0  # scripts/deploy/scenario_compose.py
+  fi
   # crun cannot start containers on these hosts (container ulimits above the host's, hybrid
   # cgroups); runc can, with explicit ulimits. The CNI backend, where dnsname does the names
   # (netavark would need aardvark-dns instead).
@@ -171,6 +174,44 @@ for app in sys.argv[2].split(","):
 EOF
 }
 
+# NetArena's published scenarios (scripts/deploy/scenarios/) laid out as AgentBeats' runner lays
+# them out and run with podman-compose: our green image started with only --host, --port and
+# --card-url, the reference oracle as the participant, the scenario client writing
+# output/results.json. Passes when the task completes with avg_correctness 1.0 on NetArena's
+# query count for the config (docs/agentbeats.md, "Query counts").
+SCENARIOS=${NETARENA_CHECK_SCENARIOS:-malt:7,route:30}
+scenario_check() {  # scenario_check APP EXPECTED_QUERIES
+  local app=$1 expected=$2 dir="$CACHE/scenario-$1" project="netarena-scenario-$1"
+  rm -rf "$dir"
+  "$CACHE/venv/bin/python" scripts/deploy/scenario_compose.py "scripts/deploy/scenarios/$app.toml" \
+    "$dir" --client-image localhost/netarena:latest || fail "scenario layout for $app"
+  (cd "$dir" && "$CACHE/venv/bin/podman-compose" -p "$project" -f compose.yml up -d >/dev/null 2>&1) \
+    || fail "podman-compose up for the $app scenario"
+  local status
+  status=$(timeout 1800 podman wait agentbeats-client) || status=timeout
+  podman logs agentbeats-client > "$dir/client.log" 2>&1 || true
+  podman logs green-agent > "$dir/green.log" 2>&1 || true
+  (cd "$dir" && "$CACHE/venv/bin/podman-compose" -p "$project" -f compose.yml down -v >/dev/null 2>&1) || true
+  [ "$status" = 0 ] || { tail -20 "$dir/client.log" "$dir/green.log" >&2; fail "the $app scenario client exited $status"; }
+  python3 - "$dir/output/results.json" "$app" "$expected" <<'EOF'
+import json, sys
+results = json.load(open(sys.argv[1]))["results"]
+app, expected = sys.argv[2], int(sys.argv[3])
+(summary,) = [r for r in results if r.get("kind") == "summary"]
+print(f"deploy_check: scenario {app}: {summary['netarena_n']} NetArena queries, "
+      f"avg_correctness {summary['avg_correctness']}")
+if summary["netarena_n"] != expected or summary["avg_correctness"] != 1.0:
+    sys.exit(f"deploy_check: the {app} scenario wanted {expected} queries at avg_correctness 1.0")
+EOF
+}
+
+run_scenarios() {
+  local entry
+  for entry in ${SCENARIOS//,/ }; do
+    timed "scenario ${entry%%:*}" scenario_check "${entry%%:*}" "${entry##*:}"
+  done
+}
+
 teardown() {
   [ "${NETARENA_CHECK_KEEP:-0}" = 1 ] && return 0
   compose --profile check down -v >/dev/null 2>&1 || true
@@ -193,6 +234,8 @@ timed "image redis" build localhost/netarena-check-redis:latest -f scripts/deplo
 timed "image postgres" build localhost/netarena-check-postgres:latest -f scripts/deploy/postgres.Containerfile scripts/deploy
 timed "image runtime" build netarena:latest --target runtime .
 timed "image worker-k8s" build netarena-k8s:latest --target worker-k8s .
+timed "image green" build localhost/netarena-green:latest --target green .
+timed "image reference-oracle" build localhost/netarena-reference-oracle:latest --target reference-oracle .
 write_env
 trap 'teardown; report' EXIT
 compose --profile check down -v >/dev/null 2>&1 || true
@@ -201,4 +244,5 @@ timed "ready (/readyz 200)" wait_ready
 timed "agents served, registered" serve_agents
 timed "round ($APPS x $QUERIES)" run_round
 timed "board over HTTP" read_board
+run_scenarios
 echo "deploy_check: OK"

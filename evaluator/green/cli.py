@@ -46,6 +46,9 @@ APP_ENV = "NETARENA_GREEN_APP"
 #: Environment variable of extra networks the participant guard admits: CIDRs separated by
 #: commas or spaces, or ``local`` (:func:`local_networks`).
 ALLOW_ENV = "NETARENA_GREEN_ALLOW_NETWORKS"
+#: Environment variable of the oracle vault directory when ``--oracle-vault`` is not given
+#: (a compose file can set it; AgentBeats passes no other argument: docs/agentbeats.md).
+VAULT_ENV = "NETARENA_GREEN_ORACLE_VAULT"
 #: Where the kernel lists IPv4 routes (hexadecimal, little-endian addresses).
 PROC_ROUTES = "/proc/net/route"
 
@@ -137,7 +140,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--oracle-vault",
         default=None,
         metavar="DIR",
-        help="oracle vault shared with a locally served oracle purple agent (testing)",
+        help="oracle vault shared with a locally served oracle purple agent (testing); "
+        f"default {VAULT_ENV} when set",
     )
     parser.add_argument(
         "--timeout-s",
@@ -162,12 +166,13 @@ def run(options: Any, write_line: Callable[[str], None] = print_line) -> None:
     """
     app_id = chosen_app(options)
     networks = allowed_networks(options)
+    vault_dir = options.oracle_vault or os.environ.get(VAULT_ENV)
     sock = bind_socket(options.host, options.port)
     url = socket_url(sock)
     asgi_app = build_app(
         app_id,
         card_url=options.card_url or url + "/",
-        vault=OracleVault(options.oracle_vault) if options.oracle_vault else None,
+        vault=OracleVault(vault_dir) if vault_dir else None,
         allowed_networks=networks,
         timeout_s=options.timeout_s,
     )

@@ -42,9 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vault", help="oracle vault directory (oracle agent)")
     parser.add_argument(
         "--public-url",
+        "--card-url",
+        dest="public_url",
         default=None,
         help="a2a: JSON-RPC endpoint URL the agent card advertises (default: derived from "
-        "each card request's Host header, path /); set it behind a proxy",
+        "each card request's Host header, path /); set it behind a proxy. --card-url is the same "
+        "option under the name AgentBeats' compose files pass to participants",
     )
     parser.add_argument("--model", help="upstream model name (llm agent)")
     parser.add_argument("--upstream-url", help="upstream OpenAI-compatible base URL (llm agent)")
