@@ -101,7 +101,9 @@ ENTRYPOINT ["python", "-m", "evaluator.green"]
 # The reference oracle as an AgentBeats participant (the deploy check's scenario run, docs/
 # agentbeats.md "Running a scenario"): started, like every participant of AgentBeats' compose
 # files, with only --host, --port and --card-url. It reads the answers from the oracle vault
-# the green agent writes (/vault, a volume the two share).
+# the green agent writes (/vault, a volume the two share). Root, because the green agent (root)
+# writes the vault's files with mode 0600: the answers are for the oracle alone.
 FROM runtime AS reference-oracle
+USER root
 ENTRYPOINT ["python", "-m", "evaluator.reference", "--agent", "oracle", "--app", "all", \
             "--protocol", "a2a", "--vault", "/vault"]

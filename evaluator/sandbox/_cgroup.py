@@ -33,6 +33,8 @@ from evaluator.sandbox._types import SandboxLimits
 
 #: Where the cgroup filesystem is mounted (v2: the unified hierarchy itself).
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+#: This process's mounts (proc(5)), read for where a v1 hierarchy is mounted from.
+MOUNTINFO = Path("/proc/self/mountinfo")
 #: Environment variable naming the delegated v2 subtree to create per-run groups in (an
 #: absolute path under :data:`CGROUP_ROOT`, or a cgroup path such as ``/netarena.slice``).
 CGROUP_PARENT_ENV = "NETARENA_SANDBOX_CGROUP"
@@ -68,6 +70,28 @@ def _own_path(controller: str | None) -> str | None:
         if controller is not None and controller in names.split(","):
             return path
     return None
+
+
+def _v1_directory(controller: str, own: str) -> Path:
+    """Where this process's cgroup ``own`` of the v1 ``controller`` is in the file system.
+
+    On a host it is ``/sys/fs/cgroup/<controller>/<own>``. In a container (podman or Docker
+    without a cgroup namespace) ``/proc/self/cgroup`` still gives the host's path, but the
+    hierarchy is mounted from the container's own cgroup down: the mount's root (field 4 of
+    ``/proc/self/mountinfo``, proc(5)) is then a prefix of ``own`` that the mount leaves out.
+    """
+    mount_point = CGROUP_ROOT / controller
+    try:
+        mounts = MOUNTINFO.read_text().splitlines()
+    except OSError:
+        mounts = []
+    for line in mounts:
+        fields = line.split()
+        if len(fields) > 4 and fields[4] == str(mount_point):
+            mount_root = fields[3]
+            if mount_root != "/" and (own == mount_root or own.startswith(mount_root + "/")):
+                return mount_point / own[len(mount_root) :].lstrip("/")
+    return mount_point / own.lstrip("/")
 
 
 def _is_v2() -> bool:
@@ -151,7 +175,7 @@ class Cgroup:
                 root = CGROUP_ROOT / controller
                 if own is None or not (root / "cgroup.procs").exists():
                     raise OSError(f"no cgroup v1 {controller} hierarchy")
-                directory = root / own.lstrip("/") / name
+                directory = _v1_directory(controller, own) / name
                 directory.mkdir()
                 dirs[controller] = directory
             (dirs["memory"] / "memory.limit_in_bytes").write_text(str(memory))
