@@ -370,7 +370,7 @@ class AssessmentConfig:
     Attributes:
         levels: complexity levels to assess, in the requested order.
         num_queries: queries per NetArena query type at each level
-            (:mod:`evaluator.green.counts`).
+            (:mod:`evaluator.green.counts`); per level for an app without a NetArena profile.
         queries_per_level: when set, instead of NetArena's count: this many queries per
             level, the first of its batch.
         seed: the assessment seed; level ``L``'s batch is drawn with ``seed + L - 1``.
@@ -417,9 +417,10 @@ def parse_config(app_id: str, config: Any) -> AssessmentConfig:
     """Check ``config`` against the keys of ``app_id`` (:func:`config_keys`).
 
     Raises:
-        RequestError: a key NetArena's config class for the app does not have and that is
-            not ours, a wrong type or value, a level the app does not have; ``key`` names it
-            (``"config.<name>"``).
+        RequestError: a key the app does not take (for NetArena's apps: neither in NetArena's
+            config class for the app nor ours), a wrong type or value, a level the app does
+            not have; ``key`` names it (``"config.<name>"``).
+        UnknownAppError: ``app_id`` is not registered.
     """
     if not isinstance(config, Mapping):
         raise RequestError("config", "config must be a JSON object")
