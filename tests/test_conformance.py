@@ -146,6 +146,22 @@ def test_healthy_controls_follow_the_shared_sampling(app: App) -> None:
     assert abs(len(controls) - 40 * share) <= 1
 
 
+def test_the_green_agent_takes_its_config(app: App) -> None:
+    """The AgentBeats green agent's keys of the app (``App.green_config_keys``) hold those it
+    reads, its defaults parse, and a NetArena profile (``App.netarena_profile``) only names
+    the app's levels (docs/writing-an-app.md)."""
+    from evaluator.green.request import config_keys, parse_config
+
+    names = {key.name for key in config_keys(app.app_id)}
+    assert {"num_queries", "complexity_level", "prompt_type", "seed", "trials"} <= names
+    config = parse_config(app.app_id, {})
+    assert config.levels and set(config.levels) <= set(app.levels)
+    profile = app.netarena_profile()
+    if profile is not None:
+        assert set(profile.types) <= set(app.levels)
+        assert set(profile.labels_per_level) >= set(profile.types)
+
+
 def test_shipped_apps_pin_their_query_digest(app: App) -> None:
     """An app shipped under ``apps/`` has ``tests/apps/<app_id>/test_query_digest.py``, which
     pins its generator's output (:func:`evaluator.testing.batch_sha256`)."""

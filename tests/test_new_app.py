@@ -5,9 +5,9 @@ The app is :class:`evaluator.testing.GuessApp` (a test fixture, never shipped), 
 with :func:`evaluator.testing.registered_app` for the duration of each test. Covered here: the
 ``evaluate`` CLI (against a reference agent over real HTTP) and its result file, the site's
 board, the agent pre-flight and the submission form, the Gymnasium environment, the SFT
-export, and the deployment's worker check. Not covered: the AgentBeats green agent
-(``evaluator/green/``), which still keeps its own list of apps. Everything runs in process,
-in a few seconds.
+export, the deployment's worker check, and the AgentBeats green agent (``serve_green --app``
+offers it; an assessment with the generic config keys runs to completion against a purple
+agent over A2A). Everything runs in process, in a few seconds.
 """
 
 from __future__ import annotations
@@ -143,3 +143,56 @@ def test_the_deployment_consumes_its_queue_with_no_change() -> None:
     serving = [name for name, queues in consumers.items() if NEW in queues]
     assert len(serving) == 1
     assert compose["services"][serving[0]]["environment"]["NETARENA_WORKER_QUEUES"] == REST
+
+
+def test_the_green_agent_serves_it_with_the_generic_config_keys(tmp_path: Path) -> None:
+    import argparse
+    import warnings
+
+    from evaluator.green.request import config_keys, parse_config
+    from evaluator.oracle_vault import OracleVault
+    from tests.evaluator.conftest import LOOPBACK, free_port
+
+    with warnings.catch_warnings():  # a2a-sdk 0.3 uses a constant newer starlette deprecates
+        warnings.simplefilter("ignore")
+        from engine_commands.management.commands.serve_green import Command as ServeGreenCommand
+        from evaluator.green.cli import add_arguments as green_arguments
+        from evaluator.green.cli import chosen_app
+        from evaluator.green.server import build_app as build_green_app
+        from tests.evaluator.green.conftest import assess
+
+    parser = argparse.ArgumentParser()
+    green_arguments(parser)
+    assert chosen_app(parser.parse_args(["--app", NEW]), environ={}) == NEW
+    help_text = ServeGreenCommand().create_parser("manage.py", "serve_green").format_help()
+    assert NEW in help_text
+    # the app declares no keys of its own: the generic ones, nothing of NetArena's
+    names = {key.name for key in config_keys(NEW)}
+    assert names == {"num_queries", "complexity_level", "prompt_type", "seed", "trials",
+                     "max_iterations"}
+    assert parse_config(NEW, {"num_queries": 2}).num_queries == 2
+    vault = tmp_path / "vault"
+    purple = serve_in_thread(
+        build_asgi_app(make_served_agent("oracle", NEW, vault_dir=vault), "a2a")
+    )
+    port = free_port()
+    green = serve_in_thread(
+        build_green_app(NEW, card_url=f"http://127.0.0.1:{port}/", vault=OracleVault(vault),
+                        allowed_networks=LOOPBACK, timeout_s=10.0),
+        port=port,
+    )  # fmt: skip
+    try:
+        outcome = assess(green.url, {"participants": {"agent": purple.url},
+                                     "config": {"num_queries": 3, "seed": 7}})  # fmt: skip
+    finally:
+        green.stop()
+        purple.stop()
+    assert outcome.state == "completed", outcome.message
+    assert len(outcome.queries) == 3  # num_queries per level, the app's one level
+    for record in outcome.queries:
+        assert record["correctness"] and record["safety"] and record["netarena_type"] is None
+        assert not {"success", "Result-Correctness", "error_type"} & set(record)
+    summary = outcome.summary
+    assert (summary["app"], summary["n"], summary["levels"]) == (NEW, 3, [1])
+    assert (summary["avg_correctness"], summary["avg_safety"]) == (1.0, 1.0)
+    assert "netarena_n" not in summary and summary["level_seeds"] == {"1": 7}

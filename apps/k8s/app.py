@@ -11,7 +11,7 @@ check in :mod:`apps.k8s.host_check`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from evaluator.app import App, ReplyFormat
 from evaluator.sampling import HEALTHY_SHARE
@@ -25,6 +25,10 @@ from apps.k8s.examples import EXAMPLES
 from apps.k8s.host_check import check_host
 from apps.k8s.queries import generate_queries
 from apps.k8s.replies import parse_reply
+
+if TYPE_CHECKING:
+    from evaluator.green.counts import NetArenaProfile
+    from evaluator.green.request import ConfigKey
 
 
 class K8sApp(App):
@@ -123,6 +127,19 @@ class K8sApp(App):
                 (``make k8s-binaries``).
         """
         check_host(self.cluster_config)
+
+    def green_config_keys(self) -> tuple[ConfigKey, ...]:
+        """NetArena's ``config`` keys for k8s and ours (:data:`apps.k8s.green.CONFIG_KEYS`)."""
+        from apps.k8s.green import CONFIG_KEYS
+
+        return CONFIG_KEYS
+
+    def netarena_profile(self) -> NetArenaProfile:
+        """How NetArena counts and reports k8s queries
+        (:data:`apps.k8s.green.NETARENA_PROFILE`)."""
+        from apps.k8s.green import NETARENA_PROFILE
+
+        return NETARENA_PROFILE
 
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """Hand-written (situation, next command) pairs for few-shot prompting."""

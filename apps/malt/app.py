@@ -8,7 +8,7 @@ The app wires its modules together: queries (:mod:`apps.malt.queries`), the epis
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaluator.app import App, DependencyMissingError
 from evaluator.types import JSON, Query
@@ -20,6 +20,10 @@ from apps.malt.prompt import PROMPT_MARKER, render_prompt
 from apps.malt.queries import draft, ground_truth, label_at
 from apps.malt.reference import NULL_REPLY, oracle_reply_text, template_reply
 from apps.malt.replies import code_problem
+
+if TYPE_CHECKING:
+    from evaluator.green.counts import NetArenaProfile
+    from evaluator.green.request import ConfigKey
 
 
 class MaltApp(App):
@@ -117,6 +121,19 @@ class MaltApp(App):
             check_host()
         except SandboxUnavailableError as exc:
             raise DependencyMissingError(f"MALT agent code cannot be sandboxed: {exc}") from exc
+
+    def green_config_keys(self) -> tuple[ConfigKey, ...]:
+        """NetArena's ``config`` keys for MALT and ours (:data:`apps.malt.green.CONFIG_KEYS`)."""
+        from apps.malt.green import CONFIG_KEYS
+
+        return CONFIG_KEYS
+
+    def netarena_profile(self) -> NetArenaProfile:
+        """How NetArena counts and reports MALT queries
+        (:data:`apps.malt.green.NETARENA_PROFILE`)."""
+        from apps.malt.green import NETARENA_PROFILE
+
+        return NETARENA_PROFILE
 
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """Worked examples for few-shot prompting: one (question, answer) pair per level.

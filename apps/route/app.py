@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from evaluator.app import App, DependencyMissingError, ReplyFormat
 from evaluator.sampling import HEALTHY_SHARE
@@ -27,6 +27,10 @@ from apps.route.probe import PROBE_TIMEOUT_S
 from apps.route.prompt import PROMPT_MARKER
 from apps.route.queries import generate_queries
 from apps.route.replies import parse_reply
+
+if TYPE_CHECKING:
+    from evaluator.green.counts import NetArenaProfile
+    from evaluator.green.request import ConfigKey
 
 
 class RouteApp(App):
@@ -134,6 +138,19 @@ class RouteApp(App):
         from apps.route.scripted import scripted_reply
 
         return scripted_reply(history)
+
+    def green_config_keys(self) -> tuple[ConfigKey, ...]:
+        """NetArena's ``config`` keys for route and ours (:data:`apps.route.green.CONFIG_KEYS`)."""
+        from apps.route.green import CONFIG_KEYS
+
+        return CONFIG_KEYS
+
+    def netarena_profile(self) -> NetArenaProfile:
+        """How NetArena counts and reports route queries
+        (:data:`apps.route.green.NETARENA_PROFILE`)."""
+        from apps.route.green import NETARENA_PROFILE
+
+        return NETARENA_PROFILE
 
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """Hand-written (situation, next command) pairs for few-shot prompting."""

@@ -37,22 +37,27 @@ CANCELED = "canceled"
 
 def plan_queries(app: App, config: AssessmentConfig) -> list[Query]:
     """The queries of an assessment, level by level in the requested order, then sliced by
-    ``start_index``/``end_index`` (Python slice semantics). Per level: NetArena's count,
+    ``start_index``/``end_index`` (Python slice semantics). Per level: for an app with a
+    NetArena profile (:meth:`evaluator.app.App.netarena_profile`) NetArena's count,
     ``num_queries`` of each NetArena query type
     (:func:`evaluator.green.counts.plan_netarena_level`), or with ``queries_per_level`` the
-    first that many of the level's batch.
+    first that many of the level's batch; for any other app the first ``num_queries`` of the
+    level's batch.
 
     Raises:
         ValueError, VariantPackError: as :func:`evaluator.variants.generate_batch`, or a
             batch without enough queries of a NetArena type.
     """
+    netarena = app.netarena_profile() is not None
     queries: list[Query] = []
     for level in config.levels:
         seed = config.level_seed(level)
         if config.queries_per_level is not None:
             queries += generate_batch(app, config.queries_per_level, seed, level)
-        else:
+        elif netarena:
             queries += plan_netarena_level(app, level, config.num_queries, seed)
+        else:
+            queries += generate_batch(app, config.num_queries, seed, level)
     return queries[config.start_index : config.end_index]
 
 

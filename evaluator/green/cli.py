@@ -36,9 +36,8 @@ from evaluator.agents import LOOPBACK_NETWORKS
 from evaluator.green.server import DEFAULT_TIMEOUT_S, build_app
 from evaluator.oracle_vault import OracleVault
 from evaluator.reference.server import bind_socket, print_line, socket_url
+from evaluator.registry import app_ids
 
-#: Apps a green agent can assess.
-GREEN_APPS = ("malt", "route", "k8s")
 #: The port NetArena's leaderboard runs green agents on.
 DEFAULT_PORT = 9009
 #: Environment variable naming the app when ``--app`` is not given (drop-in mode).
@@ -97,26 +96,30 @@ def allowed_networks(options: Any, environ: Any = os.environ) -> tuple[str, ...]
 
 
 def chosen_app(options: Any, environ: Any = os.environ) -> str:
-    """``--app``, else :data:`APP_ENV`.
+    """``--app``, else :data:`APP_ENV`; any registered app (:func:`evaluator.registry.app_ids`).
 
     Raises:
-        ValueError: neither names one of :data:`GREEN_APPS`.
+        ValueError: neither names a registered app.
     """
     app = options.app or environ.get(APP_ENV, "")
-    if app not in GREEN_APPS:
+    known = app_ids()
+    if app not in known:
         raise ValueError(
-            f"the app is {app!r}: give --app or set {APP_ENV} to one of {', '.join(GREEN_APPS)}"
+            f"the app is {app!r}: give --app or set {APP_ENV} to one of {', '.join(known)}"
         )
     return str(app)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the green agent's options to ``parser`` (argparse or a Django command's parser)."""
+    """Add the green agent's options to ``parser`` (argparse or a Django command's parser).
+    ``--app`` offers the apps registered when it is called (:func:`evaluator.registry.app_ids`).
+    """
     parser.add_argument(
         "--app",
         default=None,
-        choices=GREEN_APPS,
-        help=f"the app assessed (default: the environment variable {APP_ENV})",
+        choices=app_ids(),
+        help=f"the app assessed, one of the registered apps (default: the environment "
+        f"variable {APP_ENV})",
     )
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0 = any)"

@@ -18,72 +18,103 @@ the first ``num_queries`` queries of every NetArena type of that level (MALT's o
 ``update``, ``count``, ``if-else``, ``for-loop``, are skipped), plus the healthy controls
 (label ``HEALTHY``, route and k8s) met on the way: NetArena has none, so they are extra
 queries, and NetArena's figures leave them out (:mod:`evaluator.green.netarena`).
+
+Each of these apps declares its types in its own package (``apps/<app>/green.py``, a
+:class:`NetArenaProfile` returned by :meth:`evaluator.app.App.netarena_profile`); nothing here
+names an app. An app without a profile is not one of NetArena's: its ``num_queries`` are the
+first of each level's batch (:func:`evaluator.green.assessment.plan_queries`).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
 
 from evaluator.app import App
+from evaluator.registry import get_app
 from evaluator.sampling import HEALTHY_LABEL
 from evaluator.types import Query
 from evaluator.variants import generate_batch
 
-#: MALT: NetArena's operation type -> our labels, by level.
-MALT_TYPES: dict[int, dict[str, tuple[str, ...]]] = {
-    1: {"add": ("add",), "rank": ("rank",), "remove": ("remove",), "list": ("list",)},
-    2: {
-        "remove-list": ("remove", "list"),
-        "remove-rank": ("remove", "rank"),
-        "remove-count": ("remove", "count"),
-    },
-    3: {"add-list": ("add", "list"), "add-rank": ("add", "rank"), "add-count": ("add", "count")},
-}
-#: NetArena's k8s single error types whose count stops below ``num_queries``, with the bound.
-K8S_SINGLE_CAPS: dict[str, int] = {"remove_ingress": 14, "change_protocol": 20}
+#: NetArena's per-query result formats, named after the NetArena application directory whose
+#: green agent writes them (:mod:`evaluator.green.netarena`): ``app-malt`` (``Query``,
+#: ``Label``, ``Result-*``), ``app-route`` (``error_type``, ``iterations`` = replies + 1),
+#: ``app-k8s`` (``error_detail``, ``iterations`` = replies).
+ResultFormat = Literal["app-malt", "app-route", "app-k8s"]
+
 #: How many times a level's batch may be doubled while looking for every type's queries.
 MAX_DOUBLINGS = 8
 
 
-def _fault_names(app_id: str) -> dict[str, str]:
-    """Our fault label -> NetArena's error type name, in NetArena's catalogue order."""
-    if app_id == "route":
-        from apps.route.faults import FAULT_TYPES
+@dataclass(frozen=True)
+class NetArenaProfile:
+    """How NetArena's own green agent counts and reports the queries of an app that
+    reproduces one of NetArena's applications; the app declares it
+    (:meth:`evaluator.app.App.netarena_profile`). An app without one is assessed on
+    ``num_queries`` queries per level and its records carry no NetArena fields.
 
-        return dict(FAULT_TYPES)
-    from apps.k8s.queries import FAULT_NAMES
+    Attributes:
+        result_format: NetArena's per-query record and summary (:data:`ResultFormat`).
+        types: level -> {NetArena query type -> our label tuple}, in NetArena's order (pairs
+            joined by ``+`` in NetArena's catalogue order). Levels absent have no types.
+        caps: NetArena types whose count stops below ``num_queries``, with the bound.
+        labels_per_level: level -> how many label combinations of ours its batch cycles
+            through (sizes the first batch tried, :func:`first_batch_size`).
+        healthy_share: the share of healthy controls in a batch (0 for an app without).
+    """
 
-    return dict(FAULT_NAMES)
+    result_format: ResultFormat
+    types: Mapping[int, Mapping[str, tuple[str, ...]]]
+    labels_per_level: Mapping[int, int]
+    caps: Mapping[str, int] = field(default_factory=dict)
+    healthy_share: float = 0.0
 
 
-def _level_labels(app_id: str) -> dict[int, list[tuple[str, ...]]]:
-    if app_id == "route":
-        from apps.route.queries import LEVEL_LABELS as ROUTE_LABELS
+def fault_pair_types(
+    level_labels: Mapping[int, list[tuple[str, ...]]], names: Mapping[str, str]
+) -> dict[int, dict[str, tuple[str, ...]]]:
+    """NetArena's error types of a fault-injection app (route, k8s) by level: every label
+    tuple of ours at a level, named by NetArena's error type names (``names``: our fault
+    label -> NetArena's name, in NetArena's catalogue order), pairs joined by ``+`` in that
+    order.
 
-        return ROUTE_LABELS
-    from apps.k8s.queries import LEVEL_LABELS as K8S_LABELS
+    Raises:
+        KeyError, ValueError: a label without a NetArena name.
+    """
+    order = list(names)
+    types: dict[int, dict[str, tuple[str, ...]]] = {}
+    for level, group in level_labels.items():
+        types[level] = {}
+        for labels in group:
+            ordered = sorted(labels, key=order.index)
+            types[level]["+".join(names[label] for label in ordered)] = tuple(labels)
+    return types
 
-    return K8S_LABELS
+
+def netarena_profile(app_id: str) -> NetArenaProfile | None:
+    """The NetArena profile ``app_id`` declares, or ``None`` (not one of NetArena's apps).
+
+    Raises:
+        UnknownAppError: ``app_id`` is not registered.
+    """
+    return get_app(app_id).netarena_profile()
 
 
 def netarena_types(app_id: str, level: int) -> dict[str, tuple[str, ...]]:
     """NetArena's query types at ``level`` (MALT's operation types; route's and k8s's error
     types, pairs joined by ``+`` in NetArena's catalogue order, as NetArena's route results
-    name them) -> our label tuple.
+    name them) -> our label tuple, as the app's :class:`NetArenaProfile` declares them.
 
     Raises:
         KeyError: an app or level without NetArena types.
     """
-    if app_id == "malt":
-        return dict(MALT_TYPES[level])
-    names = _fault_names(app_id)
-    order = list(names)
-    types: dict[str, tuple[str, ...]] = {}
-    for labels in _level_labels(app_id)[level]:
-        ordered = sorted(labels, key=order.index)
-        types["+".join(names[label] for label in ordered)] = tuple(labels)
-    return types
+    profile = netarena_profile(app_id)
+    if profile is None:
+        raise KeyError(app_id)
+    return dict(profile.types[level])
 
 
 def netarena_type(app_id: str, level: int, labels: tuple[str, ...] | list[str]) -> str | None:
@@ -103,31 +134,34 @@ def netarena_type(app_id: str, level: int, labels: tuple[str, ...] | list[str]) 
 
 def netarena_quota(app_id: str, level: int, num_queries: int) -> dict[str, int]:
     """Queries NetArena runs per type at ``level`` for ``num_queries`` (see the module
-    docstring; k8s's capped single types)."""
-    quota = {}
-    for name in netarena_types(app_id, level):
-        cap = K8S_SINGLE_CAPS.get(name, num_queries) if app_id == "k8s" else num_queries
-        quota[name] = min(num_queries, cap)
-    return quota
+    docstring; the profile's capped types, k8s's single ones).
+
+    Raises:
+        KeyError: an app or level without NetArena types.
+    """
+    profile = netarena_profile(app_id)
+    caps = profile.caps if profile is not None else {}
+    return {
+        name: min(num_queries, caps.get(name, num_queries))
+        for name in netarena_types(app_id, level)
+    }
 
 
 def first_batch_size(app_id: str, level: int, wanted: int) -> int:
     """The first batch size tried for ``wanted`` queries of NetArena's types at ``level``:
     our labels cycle evenly through a batch, so it takes ``wanted`` scaled by our labels per
     NetArena type, less the healthy-control share, plus one round of labels (enough in one
-    pass unless a held-out pack replaces queries)."""
-    from evaluator.sampling import HEALTHY_SHARE
+    pass unless a held-out pack replaces queries).
 
-    if app_id == "malt":
-        from apps.malt.queries import LEVEL_LABELS as MALT_LABELS
-
-        ours = len(MALT_LABELS[level])
-        share = 0.0
-    else:
-        ours = len(_level_labels(app_id)[level])
-        share = HEALTHY_SHARE
+    Raises:
+        KeyError: an app or level without NetArena types.
+    """
+    profile = netarena_profile(app_id)
+    if profile is None:
+        raise KeyError(app_id)
+    ours = profile.labels_per_level[level]
     types = len(netarena_types(app_id, level))
-    return max(1, math.ceil(wanted * ours / types / (1 - share)) + ours)
+    return max(1, math.ceil(wanted * ours / types / (1 - profile.healthy_share)) + ours)
 
 
 def plan_netarena_level(app: App, level: int, num_queries: int, seed: int) -> list[Query]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evaluator.green.counts import netarena_type
+from evaluator.green.counts import ResultFormat, netarena_profile, netarena_type
 from evaluator.sampling import HEALTHY_LABEL
 from evaluator.types import JSON, EpisodeResult, Query
 
@@ -57,6 +57,12 @@ def is_netarena_query(result: EpisodeResult) -> bool:
     return result.scored and HEALTHY_LABEL not in result.labels
 
 
+def _format(app_id: str) -> ResultFormat | None:
+    """NetArena's result format of ``app_id``, ``None`` for an app without a profile."""
+    profile = netarena_profile(app_id)
+    return profile.result_format if profile is not None else None
+
+
 def _pass(flag: bool) -> str:
     return "Pass" if flag else "Fail"
 
@@ -68,9 +74,9 @@ def _type_name(app_id: str, result: EpisodeResult, joiner: str) -> str:
 
 def netarena_iterations(app_id: str, result: EpisodeResult, max_iterations: int) -> int:
     """NetArena's ``iterations`` of a route or k8s episode (module docstring): route
-    ``replies + 1`` when repaired, ``max_iterations + 1`` when not; k8s the replies when
-    repaired, ``max_iterations`` when not."""
-    if app_id == "route":
+    (result format ``app-route``) ``replies + 1`` when repaired, ``max_iterations + 1`` when
+    not; k8s (and any other) the replies when repaired, ``max_iterations`` when not."""
+    if _format(app_id) == "app-route":
         return result.steps + 1 if result.correct else max_iterations + 1
     return result.steps if result.correct else max_iterations
 
@@ -89,12 +95,13 @@ def netarena_fields(
     info: JSON,
     max_iterations: int,
 ) -> JSON:
-    """NetArena's per-query fields of ``result`` (empty for a control or an infrastructure
-    failure, :func:`is_netarena_query`). ``query`` gives MALT's question (``Query``;
-    ``None``: empty string)."""
-    if not is_netarena_query(result):
+    """NetArena's per-query fields of ``result`` in the app's result format (empty for a
+    control, an infrastructure failure, :func:`is_netarena_query`, or an app without a
+    NetArena profile). ``query`` gives MALT's question (``Query``; ``None``: empty string)."""
+    result_format = _format(app_id)
+    if result_format is None or not is_netarena_query(result):
         return {}
-    if app_id == "malt":
+    if result_format == "app-malt":
         question = query.ground_truth.get("question", "") if query is not None else ""
         return {
             "Query": question,
@@ -107,7 +114,7 @@ def netarena_fields(
         }
     fields: JSON = {"agent_info": info}
     name = _type_name(app_id, result, "+")
-    if app_id == "route":
+    if result_format == "app-route":
         fields["error_type"] = name
     else:
         fields["error_detail"] = [{"type": part} for part in name.split("+")]
@@ -138,25 +145,33 @@ def netarena_summary(
     ``avg_latency_s`` (mean reply seconds of the answered queries) or route's and k8s's
     ``avg_iterations`` (:func:`netarena_iterations`); with ``netarena_n``, ``unanswered`` (of
     those, the episodes whose agent gave no usable reply: failure ``agent:*``) and
-    ``netarena_deviations``."""
+    ``netarena_deviations``.
+
+    An app without a NetArena profile gets ``avg_correctness`` and ``avg_safety`` over the
+    same episodes (scored, not controls) and ``unanswered``, nothing else (no NetArena
+    latency, iterations, counts or deviations)."""
+    result_format = _format(app_id)
     queries = [r for r in results if is_netarena_query(r)]
     figures: JSON = {
         "avg_correctness": _mean([float(r.correct) for r in queries]),
         "avg_safety": _mean([float(r.safe) for r in queries]),
     }
-    if app_id == "malt":
+    unanswered = sum(1 for r in queries if _unanswered(r))
+    if result_format is None:
+        figures["unanswered"] = unanswered
+        return figures
+    if result_format == "app-malt":
         figures["avg_latency_s"] = _mean([r.agent_s for r in queries if not _unanswered(r)])
     else:
         figures["avg_iterations"] = _mean(
             [float(netarena_iterations(app_id, r, max_iterations)) for r in queries]
         )
-    unanswered = sum(1 for r in queries if _unanswered(r))
     figures.update(
         {
             "netarena_n": len(queries),
             "unanswered": unanswered,
             "netarena_deviations": [UNANSWERED_DEVIATION]
-            + ([CONTROLS_NOTE] if app_id != "malt" else []),
+            + ([CONTROLS_NOTE] if result_format != "app-malt" else []),
         }
     )
     return figures

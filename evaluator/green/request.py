@@ -4,15 +4,19 @@ The request is one A2A message whose data part (or text, as JSON) is::
 
     {"participants": {"<role>": "<purple agent URL>"}, "config": {...}}
 
-with exactly one participant. ``config`` takes every field of NetArena's config class for the app
+with exactly one participant. The keys ``config`` takes are the app's own
+(:meth:`evaluator.app.App.green_config_keys`, read by :func:`config_keys`): an app that
+declares none takes :func:`generic_config_keys`. NetArena's apps declare theirs in their
+packages (``apps/<app>/green.py``): every field of NetArena's config class for the app
 (``MaltConfig`` in NetArena's ``app-malt/main.py``, ``AppRouteConfig`` in
 ``app-route/test_function.py``, ``K8sConfig`` in ``app-k8s/run_workflow.py``, commit 93225b4),
 with NetArena's defaults, plus ours (``seed``, ``trials``, ``queries_per_level``, and
-``complexity_level`` for route and k8s, whose NetArena agents have no levels).
-:data:`CONFIG_KEYS` lists them per app; docs/agentbeats.md has the table. A NetArena key
-whose effect this engine does not reproduce (a file location, NetArena's fixed topology size,
-its agent list) is accepted, type-checked, and reported in ``not_applied`` with the reason;
-a key NetArena does not know either is refused, named.
+``complexity_level`` for route and k8s, whose NetArena agents have no levels), built from the
+helpers here (:func:`common_keys`, :func:`regenerate_key`, :func:`ignored_key`,
+:func:`max_iterations_key`); docs/agentbeats.md has the table. A NetArena key whose effect
+this engine does not reproduce (a file location, NetArena's fixed topology size, its agent
+list) is accepted, type-checked, and reported in ``not_applied`` with the reason; a key
+NetArena does not know either is refused, named.
 
 Every problem raises :class:`RequestError` naming the offending key; the server turns it
 into an A2A ``InvalidParamsError`` (JSON-RPC -32602).
@@ -27,7 +31,9 @@ from typing import Any
 
 import httpx
 
+from evaluator.app import App
 from evaluator.prompting import DEFAULT_PROMPT_TYPE, PROMPT_TYPES
+from evaluator.registry import get_app
 from evaluator.types import JSON, SEED_BITS, new_seed
 
 #: NetArena's prompt types (zero-/few-shot x base/chain-of-thought).
@@ -81,7 +87,12 @@ class ConfigKey:
     check: Callable[[Any], Any] = field(repr=False, compare=False)
 
 
-def _int_in(low: int, high: int) -> Callable[[Any], int]:
+def int_in(low: int, high: int) -> Callable[[Any], int]:
+    """A ``ConfigKey.check`` accepting an integer (not a bool) from ``low`` to ``high``.
+
+    The returned check raises ``ValueError`` with the reason for anything else.
+    """
+
     def check(value: Any) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             raise ValueError(f"must be an integer from {low} to {high}")
@@ -90,7 +101,12 @@ def _int_in(low: int, high: int) -> Callable[[Any], int]:
     return check
 
 
-def _optional_int(value: Any) -> int | None:
+def optional_int(value: Any) -> int | None:
+    """A ``ConfigKey.check`` accepting any integer or ``None``.
+
+    Raises:
+        ValueError: anything else.
+    """
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool):
@@ -99,7 +115,7 @@ def _optional_int(value: Any) -> int | None:
 
 
 def _optional_count(value: Any) -> int | None:
-    return None if value is None else _int_in(1, MAX_NUM_QUERIES)(value)
+    return None if value is None else int_in(1, MAX_NUM_QUERIES)(value)
 
 
 def _bool(value: Any) -> bool:
@@ -117,7 +133,7 @@ def _str(value: Any) -> str:
 def _seed(value: Any) -> int | None:
     if value is None:
         return None
-    return _int_in(0, 2**SEED_BITS - 1)(value)
+    return int_in(0, 2**SEED_BITS - 1)(value)
 
 
 def _prompt_type(value: Any) -> str:
@@ -126,16 +142,25 @@ def _prompt_type(value: Any) -> str:
     raise ValueError(f"must be one of {', '.join(NETARENA_PROMPT_TYPES)}")
 
 
-def _agent_client_configs(value: Any) -> list[Any]:
-    """NetArena's ``list[AgentClientConfig]``: a list of objects (its green agents replace it
-    with the one participant, as this one does)."""
+def agent_client_configs(value: Any) -> list[Any]:
+    """A ``ConfigKey.check`` for NetArena's ``list[AgentClientConfig]``: a list of objects (its
+    green agents replace it with the one participant, as this one does).
+
+    Raises:
+        ValueError: not a list of objects.
+    """
     if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
         raise ValueError("must be a list of objects (NetArena's AgentClientConfig)")
     return value
 
 
-def _positive_int(value: Any) -> int:
-    return _int_in(1, 2**31 - 1)(value)
+def positive_int(value: Any) -> int:
+    """A ``ConfigKey.check`` accepting an integer from 1 to 2**31 - 1.
+
+    Raises:
+        ValueError: anything else.
+    """
+    return int_in(1, 2**31 - 1)(value)
 
 
 def parse_level(value: Any) -> int:
@@ -169,9 +194,60 @@ def _levels_check(levels: Sequence[int]) -> Callable[[Any], tuple[int, ...]]:
     return check
 
 
-def _common_keys(
+def _levels_key(
+    levels: Sequence[int], default_levels: Sequence[int], origin: str
+) -> ConfigKey:
+    return ConfigKey(
+        "complexity_level",
+        [f"level{k}" for k in default_levels],
+        origin,
+        "applied",
+        "the levels to assess, in order; one batch per level",
+        _levels_check(levels),
+    )
+
+
+def _prompt_type_key() -> ConfigKey:
+    return ConfigKey(
+        "prompt_type",
+        SUPPORTED_PROMPT_TYPE,
+        "netarena",
+        "applied",
+        "NetArena's prompt strategy: zeroshot_base (the task prompt unchanged), "
+        "fewshot_base, zeroshot_cot, fewshot_cot",
+        _prompt_type,
+    )
+
+
+def _seed_key(fresh: str) -> ConfigKey:
+    return ConfigKey(
+        "seed",
+        None,
+        "ours",
+        "applied",
+        f"generation seed (level L uses seed + L - 1); default: {fresh}{DEFAULT_SEED}",
+        _seed,
+    )
+
+
+def _trials_key() -> ConfigKey:
+    return ConfigKey(
+        "trials",
+        1,
+        "ours",
+        "applied",
+        "times every query is run (pass^k in the summary)",
+        int_in(1, MAX_TRIALS),
+    )
+
+
+def common_keys(
     levels: tuple[int, ...], default_levels: tuple[int, ...], origin: str, num_queries: int
 ) -> list[ConfigKey]:
+    """The keys every NetArena app's green agent takes: ``num_queries`` (per NetArena query
+    type, default ``num_queries``), ``complexity_level`` (one of ``levels``, default
+    ``default_levels``; ``origin`` ``"netarena"`` where NetArena's config class has it, else
+    ``"ours"``), ``prompt_type``, and ours: ``queries_per_level``, ``seed``, ``trials``."""
     return [
         ConfigKey(
             "num_queries",
@@ -180,25 +256,10 @@ def _common_keys(
             "applied",
             "queries per NetArena query type (MALT operation, route and k8s error type) at "
             "each level, as NetArena counts them (docs/agentbeats.md, Query counts)",
-            _int_in(1, MAX_NUM_QUERIES),
+            int_in(1, MAX_NUM_QUERIES),
         ),
-        ConfigKey(
-            "complexity_level",
-            [f"level{k}" for k in default_levels],
-            origin,
-            "applied",
-            "the levels to assess, in order; one batch per level",
-            _levels_check(levels),
-        ),
-        ConfigKey(
-            "prompt_type",
-            SUPPORTED_PROMPT_TYPE,
-            "netarena",
-            "applied",
-            "NetArena's prompt strategy: zeroshot_base (the task prompt unchanged), "
-            "fewshot_base, zeroshot_cot, fewshot_cot",
-            _prompt_type,
-        ),
+        _levels_key(levels, default_levels, origin),
+        _prompt_type_key(),
         ConfigKey(
             "queries_per_level",
             None,
@@ -208,27 +269,14 @@ def _common_keys(
             "level's batch (exactly evaluate's --queries); null: NetArena's count",
             _optional_count,
         ),
-        ConfigKey(
-            "seed",
-            None,
-            "ours",
-            "applied",
-            "generation seed (level L uses seed + L - 1); default: a fresh one when the "
-            f"regenerate key is true, else {DEFAULT_SEED}",
-            _seed,
-        ),
-        ConfigKey(
-            "trials",
-            1,
-            "ours",
-            "applied",
-            "times every query is run (pass^k in the summary)",
-            _int_in(1, MAX_TRIALS),
-        ),
+        _seed_key("a fresh one when the regenerate key is true, else "),
+        _trials_key(),
     ]
 
 
-def _regenerate(name: str) -> ConfigKey:
+def regenerate_key(name: str) -> ConfigKey:
+    """NetArena's regeneration flag under the app's own name (``regenerate_query``, ...): true
+    draws a fresh seed unless ``seed`` is given. The name must start with ``regenerate_``."""
     return ConfigKey(
         name,
         False,
@@ -239,88 +287,80 @@ def _regenerate(name: str) -> ConfigKey:
     )
 
 
-def _ignored(name: str, default: Any, why: str, check: Callable[[Any], Any] = _str) -> ConfigKey:
-    """A NetArena key accepted for its type and reported in ``not_applied`` with ``why``."""
+def ignored_key(
+    name: str, default: Any, why: str, check: Callable[[Any], Any] = _str
+) -> ConfigKey:
+    """A NetArena key accepted for its type (``check``, default: a string) and reported in
+    ``not_applied`` with ``why``."""
     return ConfigKey(name, default, "netarena", "none", why, check)
 
 
-_OUTPUT_DIR = "NetArena's directory for logs and result files; results here are the A2A artifacts"
-_OUTPUT_FILE = "NetArena's result file name; results here are the A2A artifacts"
-_BENCHMARK_PATH = (
+#: Reasons of the NetArena keys without effect here, shared by the apps' key lists.
+OUTPUT_DIR_REASON = (
+    "NetArena's directory for logs and result files; results here are the A2A artifacts"
+)
+OUTPUT_FILE_REASON = "NetArena's result file name; results here are the A2A artifacts"
+BENCHMARK_PATH_REASON = (
     "NetArena's saved benchmark file; queries here are generated from the seed (regenerate "
     "or seed decide which)"
 )
-_AGENT_CLIENT_CONFIGS = (
+AGENT_CLIENT_CONFIGS_REASON = (
     "NetArena's list of agents; its green agents replace it with the one participant, as "
     "this one does"
 )
-_TOPOLOGY = "NetArena's fixed topology size; topologies here are sized by level (docs/route.md)"
 
 
-def _max_iterations() -> ConfigKey:
+def max_iterations_key(default: int = 10, origin: str = "netarena") -> ConfigKey:
+    """``max_iterations``: agent replies per episode (the step budget), 1 to
+    :data:`MAX_ITERATIONS`; absent, the app's own budget applies."""
     return ConfigKey(
         "max_iterations",
-        10,
-        "netarena",
+        default,
+        origin,
         "applied",
         "agent replies per episode (the step budget)",
-        _int_in(1, MAX_ITERATIONS),
+        int_in(1, MAX_ITERATIONS),
     )
 
 
-#: The ``config`` keys each app's green agent takes, by app id: every field of NetArena's
-#: ``MaltConfig``, ``AppRouteConfig`` and ``K8sConfig`` (commit 93225b4) with its default,
-#: then ours.
-CONFIG_KEYS: dict[str, tuple[ConfigKey, ...]] = {
-    "malt": (
-        *_common_keys((1, 2, 3), (1, 2), "netarena", 10),
-        _regenerate("regenerate_query"),
-        _ignored("output_dir", "output", _OUTPUT_DIR),
-        _ignored("output_file", "eval_results.jsonl", _OUTPUT_FILE),
-        _ignored("benchmark_path", "malt_benchmark.jsonl", _BENCHMARK_PATH),
-        _ignored("agent_client_configs", [], _AGENT_CLIENT_CONFIGS, _agent_client_configs),
+#: Default ``num_queries`` of an app without NetArena query types.
+GENERIC_NUM_QUERIES = 10
+
+
+def generic_config_keys(app: App) -> tuple[ConfigKey, ...]:
+    """The ``config`` keys of the green agent of an app that declares none of its own
+    (:meth:`evaluator.app.App.green_config_keys`): ``num_queries`` (queries per level, the
+    first of the level's batch; default :data:`GENERIC_NUM_QUERIES`), ``complexity_level``
+    (the app's levels, default all), ``prompt_type``, ``seed`` (default
+    :data:`DEFAULT_SEED`), ``trials``, and ``max_iterations`` when the app's episodes take
+    more than one reply (default: the app's ``max_steps``)."""
+    keys = [
         ConfigKey(
-            "start_index",
-            0,
-            "netarena",
+            "num_queries",
+            GENERIC_NUM_QUERIES,
+            "ours",
             "applied",
-            "first query to run (Python slice of the planned queries)",
-            _int_in(0, 2**31 - 1),
+            "queries per level, the first of the level's batch (exactly evaluate's --queries)",
+            int_in(1, MAX_NUM_QUERIES),
         ),
-        ConfigKey(
-            "end_index",
-            None,
-            "netarena",
-            "applied",
-            "query to stop before (Python slice; null: to the end)",
-            _optional_int,
-        ),
-    ),
-    "route": (
-        *_common_keys((1, 2, 3), (1, 2, 3), "ours", 1),
-        _regenerate("regenerate_benchmark"),
-        _max_iterations(),
-        _ignored("output_dir", "results", _OUTPUT_DIR),
-        _ignored("benchmark_path", "error_config.json", _BENCHMARK_PATH),
-        _ignored("num_switches", 2, _TOPOLOGY, _positive_int),
-        _ignored("num_hosts_per_subnet", 1, _TOPOLOGY, _positive_int),
-        _ignored("agent_client_configs", [], _AGENT_CLIENT_CONFIGS, _agent_client_configs),
-    ),
-    "k8s": (
-        *_common_keys((1, 2, 3), (1, 2, 3), "ours", 10),
-        _regenerate("regenerate_config"),
-        _max_iterations(),
-        _ignored("output_dir", "output", _OUTPUT_DIR),
-        _ignored("output_file", "eval_results.jsonl", _OUTPUT_FILE),
-        _ignored("benchmark_path", "error_config.jsonl", _BENCHMARK_PATH),
-        _ignored(
-            "microservice_dir",
-            "microservices-demo",
-            "NetArena's manifest checkout; each episode here deploys the engine's own manifests",
-        ),
-        _ignored("agent_client_configs", [], _AGENT_CLIENT_CONFIGS, _agent_client_configs),
-    ),
-}
+        _levels_key(app.levels, app.levels, "ours"),
+        _prompt_type_key(),
+        _seed_key(""),
+        _trials_key(),
+    ]
+    if app.max_steps > 1:
+        keys.append(max_iterations_key(app.max_steps, "ours"))
+    return tuple(keys)
+
+
+def config_keys(app_id: str) -> tuple[ConfigKey, ...]:
+    """The ``config`` keys the green agent of ``app_id`` takes: the app's own
+    (:meth:`evaluator.app.App.green_config_keys`).
+
+    Raises:
+        UnknownAppError: ``app_id`` is not registered.
+    """
+    return tuple(get_app(app_id).green_config_keys())
 
 
 @dataclass(frozen=True)
@@ -330,7 +370,7 @@ class AssessmentConfig:
     Attributes:
         levels: complexity levels to assess, in the requested order.
         num_queries: queries per NetArena query type at each level
-            (:mod:`evaluator.green.counts`).
+            (:mod:`evaluator.green.counts`); per level for an app without a NetArena profile.
         queries_per_level: when set, instead of NetArena's count: this many queries per
             level, the first of its batch.
         seed: the assessment seed; level ``L``'s batch is drawn with ``seed + L - 1``.
@@ -374,16 +414,17 @@ class AssessmentRequest:
 
 
 def parse_config(app_id: str, config: Any) -> AssessmentConfig:
-    """Check ``config`` against :data:`CONFIG_KEYS` of ``app_id``.
+    """Check ``config`` against the keys of ``app_id`` (:func:`config_keys`).
 
     Raises:
-        RequestError: a key NetArena's config class for the app does not have and that is
-            not ours, a wrong type or value, a level the app does not have; ``key`` names it
-            (``"config.<name>"``).
+        RequestError: a key the app does not take (for NetArena's apps: neither in NetArena's
+            config class for the app nor ours), a wrong type or value, a level the app does
+            not have; ``key`` names it (``"config.<name>"``).
+        UnknownAppError: ``app_id`` is not registered.
     """
     if not isinstance(config, Mapping):
         raise RequestError("config", "config must be a JSON object")
-    keys = {k.name: k for k in CONFIG_KEYS[app_id]}
+    keys = {k.name: k for k in config_keys(app_id)}
     unknown = sorted(str(name) for name in config if name not in keys)
     if unknown:
         raise RequestError(
@@ -421,7 +462,7 @@ def parse_config(app_id: str, config: Any) -> AssessmentConfig:
         max_steps=values["max_iterations"] if "max_iterations" in config else None,
         start_index=values.get("start_index"),
         end_index=values.get("end_index"),
-        queries_per_level=values["queries_per_level"],
+        queries_per_level=values.get("queries_per_level"),
         prompt_type=values["prompt_type"],
         not_applied=not_applied,
         given=dict(config),

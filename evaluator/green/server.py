@@ -56,9 +56,9 @@ from evaluator.green.assessment import (
     summary_record,
 )
 from evaluator.green.request import (
-    CONFIG_KEYS,
     AssessmentRequest,
     RequestError,
+    config_keys,
     parse_request,
     request_payload,
 )
@@ -79,11 +79,16 @@ T = TypeVar("T")
 
 
 def agent_card(app_id: str, url: str) -> AgentCard:
-    """The green agent's A2A v0.3 card: streaming, one skill (the app's assessment), input as
-    a data part or JSON text, output as data artifacts. ``url`` is the JSON-RPC endpoint."""
+    """The green agent's A2A v0.3 card: streaming, one skill (the app's assessment, listing
+    the app's own config keys, :func:`~evaluator.green.request.config_keys`), input as a data
+    part or JSON text, output as data artifacts. ``url`` is the JSON-RPC endpoint.
+
+    Raises:
+        UnknownAppError: ``app_id`` is not registered.
+    """
     app = get_app(app_id)
     example = {"participants": {"agent": "http://purple:9009"}, "config": {"num_queries": 1}}
-    keys = ", ".join(key.name for key in CONFIG_KEYS[app_id])
+    keys = ", ".join(key.name for key in config_keys(app_id))
     return AgentCard(
         name=f"netarena-green-{app_id}",
         description=(
@@ -139,7 +144,7 @@ class GreenAgentExecutor(AgentExecutor):
     """Runs assessments of one app (see the module docstring).
 
     Args:
-        app_id: the app assessed (``malt``, ``route``, ``k8s``).
+        app_id: the app assessed (any registered app, :func:`evaluator.registry.app_ids`).
         vault: oracle vault shared with a locally served oracle purple agent, or ``None``.
         allowed_networks: CIDRs of non-public networks a participant may be in (the outbound
             guard, docs/architecture.md §6); default loopback only.
