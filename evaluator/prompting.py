@@ -100,6 +100,21 @@ def apply_prompt_type(
     return out
 
 
+def with_prompt_type(client: AgentClient, prompt_type: str) -> AgentClient:
+    """``client`` sending its tasks with ``prompt_type``: ``client`` itself for
+    ``zeroshot_base``, else a :class:`PromptTypeClient` around it (bound to each app by
+    ``for_app``, as the episode runner does). The ``evaluate`` command and the site's workers
+    (``submissions.services.episodes``) both wrap their agent client with it.
+
+    Raises:
+        ValueError: unknown prompt type.
+    """
+    check_prompt_type(prompt_type)
+    if prompt_type == DEFAULT_PROMPT_TYPE:
+        return client
+    return PromptTypeClient(client, prompt_type)
+
+
 class PromptTypeClient(AgentClient):
     """An agent client that sends every chat with NetArena's ``prompt_type`` applied
     (:func:`apply_prompt_type`) for ``app``; bind one per app (:meth:`for_app`).
