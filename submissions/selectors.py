@@ -36,7 +36,6 @@ from evaluator.stats import (
 from submissions.aggregates import SUM_FIELDS, TOTAL_LEVEL, Sums
 from submissions.models import Agent, EpisodeAggregate, EpisodeRecord, Submission, Team
 
-
 #: The one prompt type the boards rank (docs/metrics.md "Prompt types"): results of different
 #: prompt types are never mixed in one standing; other submissions show on their own pages.
 RANKED_PROMPT_TYPE = DEFAULT_PROMPT_TYPE
