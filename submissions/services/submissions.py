@@ -79,6 +79,29 @@ def apps_validate(apps: Sequence[str], queries_per_app: int, *, max_queries: int
     return chosen
 
 
+def prompt_type_validate(prompt_type: str, apps: Sequence[str]) -> str:
+    """``prompt_type`` once it is one of NetArena's four (``evaluator.prompting``) and, for a
+    few-shot type, every app of ``apps`` has worked examples (``App.few_shot_examples``;
+    every shipped app has).
+
+    Raises:
+        InvalidInputError: an unknown prompt type (``check_prompt_type``'s message), or a
+            few-shot type for an app without examples.
+    """
+    try:
+        check_prompt_type(prompt_type)
+    except ValueError as error:
+        raise InvalidInputError(str(error)) from None
+    if prompt_type.startswith("fewshot"):
+        bare = [app_id for app_id in apps if not get_app(app_id).few_shot_examples()]
+        if bare:
+            raise InvalidInputError(
+                f"{prompt_type} sends worked examples and {', '.join(bare)} has none; "
+                "choose a zeroshot prompt type"
+            )
+    return prompt_type
+
+
 def _team_submission_rules_check(*, agent: Agent, apps: list[str]) -> None:
     """One open submission per agent and the team's daily quota (team submissions only; the
     pre-flight gate, :func:`~submissions.services.preflight.preflight_gate_check`, comes
@@ -175,7 +198,8 @@ def submission_create(
 
     Raises:
         NotYourAgentError: ``actor`` is not a member of the agent's team.
-        InvalidInputError: unknown app, a query count out of range or an unknown prompt type.
+        InvalidInputError: unknown app, a query count out of range, an unknown prompt type or
+            a few-shot one for an app without worked examples (:func:`prompt_type_validate`).
         PreflightNotPassedError: the agent's pre-flight has not cleared ``apps``.
         SubmissionInProgressError: the agent already has an open submission.
         QuotaExceededError: the team's daily quota is used up.
@@ -185,10 +209,7 @@ def submission_create(
         raise NotYourAgentError("no such agent among your teams")
     limit = TEAM_QUERIES_PER_APP_MAX if round is None else ROUND_QUERIES_PER_APP_MAX
     chosen = apps_validate(apps, queries_per_app, max_queries=limit)
-    try:
-        check_prompt_type(prompt_type)
-    except ValueError as error:
-        raise InvalidInputError(str(error)) from None
+    prompt_type_validate(prompt_type, chosen)
     try:
         with transaction.atomic():
             preflight = None  # what cleared a team submission: the endpoint it records

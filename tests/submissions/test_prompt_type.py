@@ -15,8 +15,14 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from accounts.notifications import submission_email
-from evaluator.prompting import COT_INSTRUCTION, DEFAULT_PROMPT_TYPE, PROMPT_TYPES
-from evaluator.testing import GuessApp, ScriptedClient, registered_app
+from evaluator.prompting import (
+    COT_INSTRUCTION,
+    DEFAULT_PROMPT_TYPE,
+    EXAMPLES_HEADING,
+    PROMPT_TYPES,
+    TASK_HEADING,
+)
+from evaluator.testing import GuessApp, ScriptedClient, ToyApp, registered_app
 from evaluator.types import JSON
 from submissions.errors import InvalidInputError
 from submissions.models import Agent, EpisodeRecord, Submission, Team
@@ -121,6 +127,15 @@ def test_the_service_refuses_an_unknown_prompt_type(agent: Agent) -> None:
         )
 
 
+def test_a_few_shot_type_needs_examples_of_every_app(toy_app, agent: Agent) -> None:
+    assert GuessApp().few_shot_examples() == []
+    with pytest.raises(InvalidInputError, match="guess has none"):
+        submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=1, prompt_type="fewshot_base"
+        )
+    assert not Submission.objects.exists()
+
+
 def _run(submission: Submission, django_capture_on_commit_callbacks) -> None:
     with django_capture_on_commit_callbacks(execute=False):
         submission_services.submission_prepare(submission_id=submission.pk)
@@ -172,3 +187,27 @@ def test_the_worker_sends_the_tasks_with_the_submissions_prompt_type(
     assert [row.submission.pk for row in rows] == [plain.pk]  # the newer cot one is not on it
     _, body = submission_email(submission=cot)
     assert "prompt type zeroshot_cot" in body and "not ranked" in body
+
+
+def test_the_worker_sends_the_apps_examples_before_the_task_for_fewshot(
+    agent: Agent, monkeypatch, django_capture_on_commit_callbacks
+) -> None:
+    seen: list[str] = []
+
+    def reply(messages: list[JSON], episode_id: str) -> str:
+        seen.append(str(messages[0]["content"]))
+        return "done"
+
+    monkeypatch.setattr(episode_services, "agent_client_build",
+                        lambda agent: ScriptedClient(reply))
+    with registered_app({"toy": ToyApp}):
+        submission = submission_services.submission_create(
+            agent=agent, apps=["toy"], queries_per_app=1, prompt_type="fewshot_base"
+        )
+        _run(submission, django_capture_on_commit_callbacks)
+    assert seen, "the agent was never called"
+    first = seen[0]
+    assert first.startswith(EXAMPLES_HEADING) and TASK_HEADING in first
+    for question, answer in ToyApp().few_shot_examples():
+        assert question in first and answer in first
+    assert COT_INSTRUCTION not in first
