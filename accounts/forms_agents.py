@@ -12,6 +12,7 @@ from typing import Any
 
 from django import forms
 
+from evaluator.prompting import DEFAULT_PROMPT_TYPE, PROMPT_TYPES, check_prompt_type
 from evaluator.registry import app_ids
 from submissions.agent_auth import auth_header_problem
 from submissions.models import Agent, Team
@@ -110,7 +111,8 @@ class AgentForm(_AgentEndpointForm):
 
 
 class SubmitForm(forms.Form):
-    """An agent of the user's teams, the apps and queries per app.
+    """An agent of the user's teams, the apps, queries per app and NetArena's prompt type
+    (``evaluator.prompting``; only ``zeroshot_base`` submissions are ranked on the boards).
 
     The apps offered are the chosen agent's
     :func:`~submissions.services.preflight.submittable_apps`
@@ -127,6 +129,16 @@ class SubmitForm(forms.Form):
     )
     queries_per_app = forms.IntegerField(
         min_value=1, max_value=TEAM_QUERIES_PER_APP_MAX, initial=DEFAULT_QUERIES_PER_APP
+    )
+    prompt_type = forms.ChoiceField(
+        choices=[(p, p) for p in PROMPT_TYPES],
+        initial=DEFAULT_PROMPT_TYPE,
+        required=False,
+        help_text=(
+            "How each task is sent (NetArena's prompt types): unchanged, with worked examples "
+            "(fewshot), with a step-by-step reasoning instruction (cot), or both. Only "
+            f"{DEFAULT_PROMPT_TYPE} submissions are ranked on the boards."
+        ),
     )
 
     def __init__(self, *args: Any, user: Any, agent_id: int | None = None, **kwargs: Any) -> None:
@@ -146,6 +158,15 @@ class SubmitForm(forms.Form):
         if chosen is not None:
             self.fields["agent"].initial = chosen
         self.fields["apps"].initial = self.offered[chosen] if chosen is not None else app_ids()
+
+    def clean_prompt_type(self) -> str:
+        """The chosen prompt type, :data:`~evaluator.prompting.DEFAULT_PROMPT_TYPE` when left
+        out (``check_prompt_type``'s message for any other value)."""
+        chosen = self.cleaned_data.get("prompt_type") or DEFAULT_PROMPT_TYPE
+        try:
+            return check_prompt_type(chosen)
+        except ValueError as error:
+            raise forms.ValidationError(str(error)) from None
 
     def clean(self) -> dict[str, Any] | None:
         """Refuse apps the chosen agent is not offered (its pre-flight did not clear them)."""

@@ -127,7 +127,7 @@ def submission_email(*, submission: Submission) -> tuple[str, str]:
             "finished. Correct and safe, correctness and safety are shares of its scored "
             "episodes with 95% Wilson intervals."
         )
-    lines = [opening, ""]
+    lines = [opening, f"Its tasks were sent with prompt type {submission.prompt_type}.", ""]
     if result.note:
         lines += [result.note, ""]
     for app in result.apps:

@@ -208,6 +208,7 @@ def submit_page(request: HttpRequest) -> HttpResponse:
                 agent=data["agent"],
                 apps=data["apps"],
                 queries_per_app=data["queries_per_app"],
+                prompt_type=data["prompt_type"],
                 actor=request.user,
             )
         except ServiceError as error:

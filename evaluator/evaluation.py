@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from evaluator.agents.base import AgentClient
 from evaluator.app import App
 from evaluator.oracle_vault import OracleVault
-from evaluator.prompting import DEFAULT_PROMPT_TYPE, PromptTypeClient, check_prompt_type
+from evaluator.prompting import DEFAULT_PROMPT_TYPE, with_prompt_type
 from evaluator.registry import get_app
 from evaluator.report import FORMAT_VERSION, summarize
 from evaluator.runner import new_episode_id, run_episode_guarded
@@ -98,8 +98,7 @@ def evaluate_agent(
     """
     if trials < 1:
         raise ValueError(f"trials must be at least 1, got {trials}")
-    check_prompt_type(prompt_type)
-    sender = client if prompt_type == DEFAULT_PROMPT_TYPE else PromptTypeClient(client, prompt_type)
+    sender = with_prompt_type(client, prompt_type)
     started_at = datetime.now(UTC).isoformat()
     apps = [get_app(app_id) for app_id in app_ids]
     chosen_share = held_out_share() if share is None else share

@@ -8,9 +8,10 @@ prompt strategies and its green agents build the prompt with the chosen one:
 * ``zeroshot_cot``: the task prompt followed by :data:`COT_INSTRUCTION` (ours, written for
   this engine: reason first, then the answer in the format the task asks for, last);
 * ``fewshot_base``: the app's worked examples (:meth:`evaluator.app.App.few_shot_examples`)
-  before the task. MALT's questions are drawn from the public generator on the reserved seed
-  ``FEW_SHOT_SEED`` (-1), disjoint from every assessment seed (non-negative), with
-  hand-written answers; route's and k8s's are hand-written (situation, next command) pairs;
+  before the task. Every app draws them from its public generator on the reserved seed
+  :data:`evaluator.types.FEW_SHOT_SEED` (-1), disjoint from every assessment seed
+  (non-negative): MALT's questions with hand-written answers; route's and k8s's situations
+  written from the query's ground truth with the oracle's first reply as the answer;
 * ``fewshot_cot``: both.
 
 Only the first user message (the task) is changed, so a multi-step episode keeps the same
@@ -98,6 +99,21 @@ def apply_prompt_type(
             message["content"] = prompt_text(str(message.get("content", "")), prompt_type, examples)
             break
     return out
+
+
+def with_prompt_type(client: AgentClient, prompt_type: str) -> AgentClient:
+    """``client`` sending its tasks with ``prompt_type``: ``client`` itself for
+    ``zeroshot_base``, else a :class:`PromptTypeClient` around it (bound to each app by
+    ``for_app``, as the episode runner does). The ``evaluate`` command and the site's workers
+    (``submissions.services.episodes``) both wrap their agent client with it.
+
+    Raises:
+        ValueError: unknown prompt type.
+    """
+    check_prompt_type(prompt_type)
+    if prompt_type == DEFAULT_PROMPT_TYPE:
+        return client
+    return PromptTypeClient(client, prompt_type)
 
 
 class PromptTypeClient(AgentClient):

@@ -25,6 +25,10 @@ QUERY_ID_KEY_MIN_CHARS = 16
 #: Bits of a generation seed drawn by :func:`new_seed` (a 31-bit seed was brute-forced
 #: from one public id in minutes; 128 bits put that out of reach even with the id scheme known).
 SEED_BITS = 128
+#: The reserved seed of the apps' few-shot examples (``App.few_shot_examples``): negative, so
+#: outside [0, 2**SEED_BITS) where every assessment seed lies, and no worked example is ever
+#: an assessed query.
+FEW_SHOT_SEED = -1
 #: Key used when :data:`QUERY_ID_KEY_ENV` is unset: random per process, so ids still reveal
 #: nothing, but they are then stable only within one process (set the variable on servers).
 _PROCESS_QUERY_ID_KEY = secrets.token_bytes(32)

@@ -93,8 +93,8 @@ class RoundAdmin(admin.ModelAdmin):
 class SubmissionAdmin(admin.ModelAdmin):
     """Submissions (read mostly)."""
 
-    list_display = ("pk", "agent", "round", "status", "created_at", "finished_at")
-    list_filter = ("status",)
+    list_display = ("pk", "agent", "round", "status", "prompt_type", "created_at", "finished_at")
+    list_filter = ("status", "prompt_type")
     exclude = ("seed",)
 
 

@@ -27,6 +27,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluator.agents import PROTOCOLS
+from evaluator.prompting import DEFAULT_PROMPT_TYPE, check_prompt_type
 from evaluator.registry import app_ids
 from submissions import selectors
 from submissions.api_parsers import BoundedJSONParser
@@ -191,6 +192,15 @@ class SubmissionCreateSerializer(serializers.Serializer[dict[str, Any]]):
     queries_per_app = serializers.IntegerField(
         min_value=1, max_value=TEAM_QUERIES_PER_APP_MAX, default=30
     )  # mirrors the service's rule for field errors
+    #: NetArena's prompt type (``evaluator.prompting``); only zeroshot_base is ranked
+    prompt_type = serializers.CharField(default=DEFAULT_PROMPT_TYPE)
+
+    def validate_prompt_type(self, value: str) -> str:
+        """One of the four prompt types (``check_prompt_type``'s message otherwise: 400)."""
+        try:
+            return check_prompt_type(value)
+        except ValueError as error:
+            raise serializers.ValidationError(str(error)) from None
 
 
 class SubmissionSerializer(serializers.ModelSerializer[Submission]):
@@ -213,6 +223,7 @@ class SubmissionSerializer(serializers.ModelSerializer[Submission]):
             "incomplete",
             "apps",
             "queries_per_app",
+            "prompt_type",
             "error",
             "created_at",
             "started_at",
@@ -268,6 +279,7 @@ class SubmissionListCreateApi(generics.ListAPIView[Submission]):
             agent=agent,
             apps=data["apps"],
             queries_per_app=data["queries_per_app"],
+            prompt_type=data["prompt_type"],
             actor=request.user,
         )
         return Response({"id": submission.pk, "status": submission.status}, status=202)
@@ -358,6 +370,7 @@ class SubmissionDetailApi(APIView):
                     "incomplete": serializers.BooleanField(),
                     "apps": serializers.ListField(child=serializers.CharField()),
                     "queries_per_app": serializers.IntegerField(),
+                    "prompt_type": serializers.CharField(),
                     "error": serializers.CharField(),
                     "created_at": serializers.DateTimeField(),
                     "finished_at": serializers.DateTimeField(allow_null=True),
@@ -401,6 +414,7 @@ class SubmissionDetailApi(APIView):
                 "incomplete": submission.incomplete,
                 "apps": submission.apps,
                 "queries_per_app": submission.queries_per_app,
+                "prompt_type": submission.prompt_type,
                 "error": submission.error,
                 "created_at": submission.created_at.isoformat(),
                 "finished_at": submission.finished_at.isoformat()

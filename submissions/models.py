@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from evaluator.prompting import DEFAULT_PROMPT_TYPE, PROMPT_TYPES
 from evaluator.registry import APP_ID_MAX_LENGTH
 from evaluator.types import SEED_BITS
 
@@ -172,6 +173,12 @@ class Submission(models.Model):
     packs = models.JSONField(default=dict, blank=True)
     #: share of each app's queries drawn from those packs (0 when there are none)
     held_out_share = models.FloatField(default=0.0)
+    #: NetArena's prompt type its tasks are sent with (``evaluator.prompting``), chosen at
+    #: creation; rounds use the default. Only ``zeroshot_base`` submissions are ranked on the
+    #: boards (docs/metrics.md "Prompt types"); every older submission was ``zeroshot_base``.
+    prompt_type = models.CharField(
+        max_length=20, choices=[(p, p) for p in PROMPT_TYPES], default=DEFAULT_PROMPT_TYPE
+    )
     #: app id -> [pack names] among ``packs`` that were sealed when it was created: only their
     #: queries count as held out (the held-out gap, docs/metrics.md)
     sealed_packs = models.JSONField(default=dict, blank=True)

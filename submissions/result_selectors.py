@@ -36,7 +36,7 @@ from evaluator.types import JSON
 from submissions.aggregates import TOTAL_LEVEL
 from submissions.models import EpisodeAggregate, EpisodeRecord, Submission
 from submissions.progress import submission_infrastructure_failures
-from submissions.selectors import scored_totals
+from submissions.selectors import RANKED_PROMPT_TYPE, scored_totals
 
 #: What the difference from the previous submission is, in words (page, API, file, e-mail).
 UNPAIRED_NOTE = (
@@ -304,6 +304,11 @@ def _ranking_note(submission: Submission) -> str:
             "Incomplete: too many episodes failed on the platform's side; not ranked, no "
             "quota used."
         )
+    if submission.prompt_type != RANKED_PROMPT_TYPE:
+        return (
+            f"Prompt type {submission.prompt_type}: not ranked; the boards rank "
+            f"{RANKED_PROMPT_TYPE} submissions only (docs/metrics.md \"Prompt types\")."
+        )
     if not submission.agent.is_active:
         return "The agent is inactive: it is not on the board."
     return ""
@@ -345,6 +350,7 @@ def board_place(*, submission: Submission, app_id: str, interval: Interval) -> B
             submission__agent_id=submission.agent_id,
             submission__status=Submission.Status.FINISHED,
             submission__platform_failed=False,
+            submission__prompt_type=RANKED_PROMPT_TYPE,
         )
         .order_by("-submission__finished_at", "-submission_id")
         .values_list("submission_id", flat=True)
@@ -361,8 +367,9 @@ def board_place(*, submission: Submission, app_id: str, interval: Interval) -> B
 def previous_comparison(
     *, submission: Submission, app_id: str, interval: Interval
 ) -> PreviousComparison | None:
-    """The agent's newest finished, scored submission of ``app_id`` created before this one,
-    and this rate minus its rate (unpaired Newcombe interval); None without one."""
+    """The agent's newest finished, scored submission of ``app_id`` with the same prompt type
+    created before this one, and this rate minus its rate (unpaired Newcombe interval); None
+    without one."""
     previous = (
         EpisodeAggregate.objects.filter(
             app_id=app_id,
@@ -371,6 +378,7 @@ def previous_comparison(
             submission__agent_id=submission.agent_id,
             submission__status=Submission.Status.FINISHED,
             submission__platform_failed=False,
+            submission__prompt_type=submission.prompt_type,
             submission__created_at__lte=submission.created_at,
         )
         .exclude(submission_id__gte=submission.pk)
@@ -503,6 +511,7 @@ def submission_result_document(*, submission: Submission) -> JSON:
         "run": {
             "queries_per_app": submission.queries_per_app,
             "trials": 1,
+            "prompt_type": submission.prompt_type,
             "started_at": submission.started_at.isoformat() if submission.started_at else None,
             "finished_at": submission.finished_at.isoformat() if submission.finished_at else None,
             "wall_s": wall_s,

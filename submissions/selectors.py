@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Q
 
+from evaluator.prompting import DEFAULT_PROMPT_TYPE
 from evaluator.registry import app_ids
 from evaluator.stats import (
     CONFIDENCE,
@@ -34,6 +35,10 @@ from evaluator.stats import (
 )
 from submissions.aggregates import SUM_FIELDS, TOTAL_LEVEL, Sums
 from submissions.models import Agent, EpisodeAggregate, EpisodeRecord, Submission, Team
+
+#: The one prompt type the boards rank (docs/metrics.md "Prompt types"): results of different
+#: prompt types are never mixed in one standing; other submissions show on their own pages.
+RANKED_PROMPT_TYPE = DEFAULT_PROMPT_TYPE
 
 
 @dataclass
@@ -98,7 +103,8 @@ class Standing:
 
 
 def latest_submissions(*, app_id: str) -> list[Submission]:
-    """The most recent scored submission of every active agent that covered ``app_id``.
+    """The most recent scored submission of every active agent that covered ``app_id``
+    (sent with :data:`RANKED_PROMPT_TYPE`).
 
     Scored means finished with at least one episode of ``app_id`` that ran (status ``done``):
     a submission the platform failed (every episode an evaluator error) never replaces the
@@ -110,7 +116,10 @@ def latest_submissions(*, app_id: str) -> list[Submission]:
     latest: dict[int, Submission] = {}
     candidates = (
         Submission.objects.filter(
-            status=Submission.Status.FINISHED, agent__is_active=True, platform_failed=False
+            status=Submission.Status.FINISHED,
+            agent__is_active=True,
+            platform_failed=False,
+            prompt_type=RANKED_PROMPT_TYPE,
         )
         .filter(Exists(scored))
         .select_related("agent__team", "round")
@@ -298,8 +307,9 @@ class StandingsPage:
 
 def scored_totals(**filters: Any) -> Any:
     """Total aggregate rows (``EpisodeAggregate`` at ``TOTAL_LEVEL``) of finished submissions
-    with scored episodes, not failed on the platform's side and not of a round that is still
-    open (its answers are unspent: ``submissions.disclosure``): what the board counts.
+    with scored episodes, not failed on the platform's side, sent with
+    :data:`RANKED_PROMPT_TYPE` and not of a round that is still open (its answers are
+    unspent: ``submissions.disclosure``): what the board counts.
     ``filters`` narrow the queryset (``app_id=...``, ``submission__agent__is_active=True``)."""
     return EpisodeAggregate.objects.filter(
         Q(submission__round__isnull=True) | Q(submission__round__closed_at__isnull=False),
@@ -307,6 +317,7 @@ def scored_totals(**filters: Any) -> Any:
         n__gt=0,
         submission__status=Submission.Status.FINISHED,
         submission__platform_failed=False,
+        submission__prompt_type=RANKED_PROMPT_TYPE,
         **filters,
     )
 

@@ -17,11 +17,10 @@ from evaluator.app import App, ReplyFormat
 from evaluator.sampling import HEALTHY_SHARE
 from evaluator.types import JSON, Query
 
-from apps.k8s import prompt, reference, scripted
+from apps.k8s import examples, prompt, reference, scripted
 from apps.k8s import tools as k8s_tools
 from apps.k8s.cluster.config import ClusterConfig
 from apps.k8s.episode import K8sEpisode
-from apps.k8s.examples import EXAMPLES
 from apps.k8s.host_check import check_host
 from apps.k8s.queries import generate_queries
 from apps.k8s.replies import parse_reply
@@ -50,6 +49,8 @@ class K8sApp(App):
     needs_root: ClassVar[bool] = True
     reply_format: ClassVar[ReplyFormat] = "command"
     prompt_marker: ClassVar[str] = prompt.PROMPT_MARKER
+    #: the few-shot examples once made (:meth:`few_shot_examples`)
+    _few_shot: list[tuple[str, str]] | None = None
 
     def __init__(
         self,
@@ -142,8 +143,14 @@ class K8sApp(App):
         return NETARENA_PROFILE
 
     def few_shot_examples(self) -> list[tuple[str, str]]:
-        """Hand-written (situation, next command) pairs for few-shot prompting."""
-        return list(EXAMPLES)
+        """(situation, next reply) pairs for few-shot prompting, one per level, drawn from this
+        generator on the reserved seed ``FEW_SHOT_SEED`` (:mod:`apps.k8s.examples`): the
+        report and the changed policies from the query's ground truth, the answer the
+        oracle's first reply. Pure Python (no cluster), but half a second of generation: kept
+        on the instance after the first call (the registry's apps are one per process)."""
+        if self._few_shot is None:
+            self._few_shot = examples.few_shot_examples(self.generate, self.levels)
+        return list(self._few_shot)
 
     def tools(self) -> list[JSON]:
         """The app's actions as OpenAI function tools (:mod:`apps.k8s.tools`)."""

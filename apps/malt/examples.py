@@ -8,8 +8,7 @@ the sandbox and the judge to keep it correct and safe.
 
 from __future__ import annotations
 
-#: Seed of the example queries.
-FEW_SHOT_SEED = -1
+from evaluator.types import FEW_SHOT_SEED as FEW_SHOT_SEED  # the examples' seed (shared)
 
 #: (index in the FEW_SHOT_SEED stream, reply) — one example per level (query version 2).
 EXAMPLES: tuple[tuple[int, str], ...] = (

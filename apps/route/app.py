@@ -16,11 +16,10 @@ from evaluator.app import App, DependencyMissingError, ReplyFormat
 from evaluator.sampling import HEALTHY_SHARE
 from evaluator.types import JSON, Query
 
-from apps.route import reference
+from apps.route import examples, reference
 from apps.route import tools as route_tools
 from apps.route.commands import sandbox_argv
 from apps.route.episode import RouteEpisode
-from apps.route.examples import EXAMPLES
 from apps.route.mn import mininet_api
 from apps.route.pool import RoutePool
 from apps.route.probe import PROBE_TIMEOUT_S
@@ -153,8 +152,11 @@ class RouteApp(App):
         return NETARENA_PROFILE
 
     def few_shot_examples(self) -> list[tuple[str, str]]:
-        """Hand-written (situation, next command) pairs for few-shot prompting."""
-        return list(EXAMPLES)
+        """(situation, next reply) pairs for few-shot prompting, one per level, drawn from this
+        generator on the reserved seed ``FEW_SHOT_SEED`` (:mod:`apps.route.examples`): the
+        situation written from the query's ground truth, the answer the oracle's first reply.
+        Pure Python (no Mininet)."""
+        return examples.few_shot_examples(self.generate, self.levels)
 
     def tools(self) -> list[JSON]:
         """The app's actions as OpenAI function tools (:mod:`apps.route.tools`)."""

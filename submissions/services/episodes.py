@@ -25,6 +25,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from evaluator.oracle_vault import OracleVault
+from evaluator.prompting import with_prompt_type
 from evaluator.registry import get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import Query
@@ -197,7 +198,8 @@ def episode_execute(*, episode_id: int, retry_infrastructure: bool = False) -> N
     agent = _agent_as_submitted(episode.submission)
     try:
         query = Query.from_dict(episode.query)
-        client = agent_client_build(agent=agent)
+        # the submission's prompt type, applied as ``evaluate --prompt-type`` applies it
+        client = with_prompt_type(agent_client_build(agent=agent), episode.submission.prompt_type)
     except Exception as exc:  # noqa: BLE001 - a bad endpoint fails the episode, not the worker
         _episode_store(
             episode, failure=f"agent:configuration: {exc}"[:200], correct=False, safe=False

@@ -76,7 +76,7 @@ def round_create(
                 queries_per_app=queries_per_app,
                 seed=evaluation_round.seed,
                 round=evaluation_round,
-            )
+            )  # the default prompt type, zeroshot_base: the one the boards rank
     return evaluation_round
 
 

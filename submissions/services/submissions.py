@@ -27,6 +27,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from evaluator.prompting import DEFAULT_PROMPT_TYPE, check_prompt_type
 from evaluator.registry import CONTROL_QUEUE, app_ids, get_app
 from evaluator.types import Query, new_seed
 from evaluator.variants import generate_batch
@@ -76,6 +77,29 @@ def apps_validate(apps: Sequence[str], queries_per_app: int, *, max_queries: int
     if not 1 <= queries_per_app <= max_queries:
         raise InvalidInputError(f"queries per app must be between 1 and {max_queries}")
     return chosen
+
+
+def prompt_type_validate(prompt_type: str, apps: Sequence[str]) -> str:
+    """``prompt_type`` once it is one of NetArena's four (``evaluator.prompting``) and, for a
+    few-shot type, every app of ``apps`` has worked examples (``App.few_shot_examples``;
+    every shipped app has).
+
+    Raises:
+        InvalidInputError: an unknown prompt type (``check_prompt_type``'s message), or a
+            few-shot type for an app without examples.
+    """
+    try:
+        check_prompt_type(prompt_type)
+    except ValueError as error:
+        raise InvalidInputError(str(error)) from None
+    if prompt_type.startswith("fewshot"):
+        bare = [app_id for app_id in apps if not get_app(app_id).few_shot_examples()]
+        if bare:
+            raise InvalidInputError(
+                f"{prompt_type} sends worked examples and {', '.join(bare)} has none; "
+                "choose a zeroshot prompt type"
+            )
+    return prompt_type
 
 
 def _team_submission_rules_check(*, agent: Agent, apps: list[str]) -> None:
@@ -143,6 +167,7 @@ def submission_create(
     seed: int | None = None,
     round: Round | None = None,  # noqa: A002 - the field's name
     actor: Any = None,
+    prompt_type: str = DEFAULT_PROMPT_TYPE,
 ) -> Submission:
     """Create a queued submission and enqueue its preparation once the transaction commits.
 
@@ -167,10 +192,14 @@ def submission_create(
         actor: the user acting (API, pages); when given the agent must belong to one of their
             teams, and a team submission is charged to them (``created_by``). Internal callers
             (rounds, commands) pass ``None``.
+        prompt_type: NetArena's prompt type its tasks are sent with
+            (``evaluator.prompting``; rounds keep the default). Only ``zeroshot_base``
+            submissions are ranked on the boards (docs/metrics.md "Prompt types").
 
     Raises:
         NotYourAgentError: ``actor`` is not a member of the agent's team.
-        InvalidInputError: unknown app or a query count out of range.
+        InvalidInputError: unknown app, a query count out of range, an unknown prompt type or
+            a few-shot one for an app without worked examples (:func:`prompt_type_validate`).
         PreflightNotPassedError: the agent's pre-flight has not cleared ``apps``.
         SubmissionInProgressError: the agent already has an open submission.
         QuotaExceededError: the team's daily quota is used up.
@@ -180,6 +209,7 @@ def submission_create(
         raise NotYourAgentError("no such agent among your teams")
     limit = TEAM_QUERIES_PER_APP_MAX if round is None else ROUND_QUERIES_PER_APP_MAX
     chosen = apps_validate(apps, queries_per_app, max_queries=limit)
+    prompt_type_validate(prompt_type, chosen)
     try:
         with transaction.atomic():
             preflight = None  # what cleared a team submission: the endpoint it records
@@ -211,6 +241,7 @@ def submission_create(
                 packs=packs,
                 held_out_share=share if packs else 0.0,
                 sealed_packs=sealed,
+                prompt_type=prompt_type,
             )
             transaction.on_commit(
                 lambda: dispatch.task_send(

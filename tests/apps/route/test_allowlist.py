@@ -320,8 +320,8 @@ def test_every_heuristic_diagnosis_and_fix_is_allowed() -> None:
 
 def test_every_few_shot_answer_is_allowed() -> None:
     for _situation, answer in RouteApp().few_shot_examples():
-        command = json.loads(answer)["command"]
-        assert check_command(command)[1] is None, command
+        command = json.loads(answer).get("command")  # a healthy control's example has none
+        assert command is None or check_command(command)[1] is None, command
 
 
 # --- the table -------------------------------------------------------------------------------
