@@ -219,6 +219,13 @@ class App(ABC):
         """Solved (question, answer) pairs for the few-shot prompting strategy; ``[]`` if none."""
         return []
 
+    def operand_feature(self, query: Query) -> str | None:
+        """A coarse feature of what ``query``'s faults act on, read cheaply from its ground
+        truth (route: the kinds of faulted machines), which the adversarial search adds to the
+        label to split its arms (training/adversarial_search.py); ``None`` (the default):
+        the labels alone."""
+        return None
+
     def ground_truth_problems(self, query: Query) -> list[tuple[str, str]]:
         """What is unsafe or inconsistent in ``query``'s ground truth under this app's own
         checks, without running an emulator: ``[(rule, message), ...]``, empty when sound.

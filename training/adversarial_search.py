@@ -57,6 +57,7 @@ from pathlib import Path
 from evaluator.agents.base import AgentClient, AgentReply
 from evaluator.app import App
 from evaluator.oracle_vault import OracleVault
+from evaluator.registry import get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.stats import CONFIDENCE, Interval, wilson_interval
 from evaluator.types import JSON, EpisodeResult, Query
@@ -112,35 +113,18 @@ def reference_clients(name: str, app: App) -> ClientFactory:
     raise ValueError(f"unknown reference agent {name!r}; known: {', '.join(REFERENCE_AGENTS)}")
 
 
-def _route_feature(query: Query) -> str:
-    """Kinds of the faulted machines of a route query (``r…`` routers, ``h…`` hosts)."""
-    faults = query.ground_truth.get("faults") or []
-    kinds = {"router" if str(f.get("machine", "")).startswith("r") else "host" for f in faults}
-    return "+".join(sorted(kinds)) or NO_FEATURE
+def arm_of(query: Query, *, app: App | None = None, features: bool = True) -> str:
+    """The arm key of ``query``: ``"<label>|<feature>"``, the feature from the app's
+    :meth:`~evaluator.app.App.operand_feature` (``app``, else the registered app of
+    ``query.app_id``), ``-`` when none applies or ``features`` is false.
 
-
-def _k8s_feature(query: Query) -> str:
-    """Roles of the services whose policies a k8s query's faults edit."""
-    from apps.k8s.manifests import CALLS
-
-    roles = set()
-    for fault in query.ground_truth.get("faults") or []:
-        service = str(fault.get("policy", ""))
-        roles.add("frontend" if service == "frontend" else "caller" if service in CALLS else "leaf")
-    return "+".join(sorted(roles)) or NO_FEATURE
-
-
-#: App id -> operand feature of a query, read from its ground truth (see the module docstring).
-OPERAND_FEATURES: dict[str, Callable[[Query], str]] = {
-    "route": _route_feature,
-    "k8s": _k8s_feature,
-}
-
-
-def arm_of(query: Query, *, features: bool = True) -> str:
-    """The arm key of ``query``: ``"<label>|<feature>"`` (feature ``-`` when none applies)."""
-    extract = OPERAND_FEATURES.get(query.app_id) if features else None
-    return f"{query.label}|{extract(query) if extract else NO_FEATURE}"
+    Raises:
+        KeyError: no ``app`` given and ``query.app_id`` is not registered.
+    """
+    feature = None
+    if features:
+        feature = (app or get_app(query.app_id)).operand_feature(query)
+    return f"{query.label}|{feature or NO_FEATURE}"
 
 
 def derive_seed(seed: int, *parts: object) -> int:
@@ -185,7 +169,9 @@ class QueryPool:
         chunk_seed = derive_seed(self.seed, "pool", self.chunks)
         self.chunks += 1
         for query in self.app.generate(self.chunk, chunk_seed):
-            self.unused.setdefault(arm_of(query, features=self.features), []).append(query)
+            self.unused.setdefault(arm_of(query, app=self.app, features=self.features), []).append(
+                query
+            )
         self.generated += self.chunk
         return True
 
@@ -477,7 +463,7 @@ def adversarial_search(
     if uniform:
         for query in app.generate(budget, derive_seed(seed, "uniform")):
             episode = _play(app, query, client_for, vault, max_steps)
-            pull = Pull("uniform", arm_of(query, features=features), query, episode)
+            pull = Pull("uniform", arm_of(query, app=app, features=features), query, episode)
             result.pulls.append(pull)
             if on_pull is not None:
                 on_pull(pull)

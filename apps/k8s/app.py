@@ -142,6 +142,20 @@ class K8sApp(App):
 
         return NETARENA_PROFILE
 
+    def operand_feature(self, query: Query) -> str | None:
+        """Roles of the services whose policies the faults edit: ``frontend``, ``caller`` (a
+        service that calls others, :data:`apps.k8s.manifests.CALLS`) or ``leaf``,
+        deduplicated and sorted; ``None`` for a query without faults."""
+        from apps.k8s.manifests import CALLS
+
+        roles = set()
+        for fault in query.ground_truth.get("faults") or []:
+            service = str(fault.get("policy", ""))
+            roles.add(
+                "frontend" if service == "frontend" else "caller" if service in CALLS else "leaf"
+            )
+        return "+".join(sorted(roles)) or None
+
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """(situation, next reply) pairs for few-shot prompting, one per level, drawn from this
         generator on the reserved seed ``FEW_SHOT_SEED`` (:mod:`apps.k8s.examples`): the

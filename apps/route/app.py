@@ -151,6 +151,13 @@ class RouteApp(App):
 
         return NETARENA_PROFILE
 
+    def operand_feature(self, query: Query) -> str | None:
+        """Kinds of the faulted machines (``router``, ``host`` or ``host+router``; machines
+        ``r…`` are routers, ``h…`` hosts); ``None`` for a query without faults."""
+        faults = query.ground_truth.get("faults") or []
+        kinds = {"router" if str(f.get("machine", "")).startswith("r") else "host" for f in faults}
+        return "+".join(sorted(kinds)) or None
+
     def few_shot_examples(self) -> list[tuple[str, str]]:
         """(situation, next reply) pairs for few-shot prompting, one per level, drawn from this
         generator on the reserved seed ``FEW_SHOT_SEED`` (:mod:`apps.route.examples`): the

@@ -76,8 +76,8 @@ def _agent_reply(messages: list[JSON], episode_id: str) -> str:
 @pytest.fixture
 def arms_feature(monkeypatch: pytest.MonkeyPatch) -> None:
     """Give the toy app an operand feature (its ``side``), as route and k8s have."""
-    monkeypatch.setitem(
-        search_module.OPERAND_FEATURES, "toyarms", lambda query: query.ground_truth["side"]
+    monkeypatch.setattr(
+        ArmsApp, "operand_feature", lambda self, query: query.ground_truth["side"], raising=False
     )
 
 
@@ -123,7 +123,7 @@ def test_hardest_queries_are_the_failed_ones_and_replay(arms_feature: None, tmp_
     hardest = result.hardest()
     failed = {p.query.fingerprint() for p in result.pulls if p.failed}
     assert {q.fingerprint() for q in hardest} == failed
-    assert all(arm_of(q) == HARD_ARM for q in hardest)
+    assert all(arm_of(q, app=ArmsApp()) == HARD_ARM for q in hardest)
     path = tmp_path / "hard.jsonl"
     assert write_batch(path, hardest) == len(hardest)
     replayed = read_batch(path, verify_with=ArmsApp())
@@ -159,7 +159,7 @@ def test_pool_retires_an_arm_it_cannot_supply() -> None:
     arm = pool.arms[0]
     taken = [pool.take(arm) for _ in range(17)]
     assert taken[-1] is None and pool.generated == 16
-    assert all(arm_of(q) == arm for q in taken if q is not None)
+    assert all(arm_of(q, app=ArmsApp()) == arm for q in taken if q is not None)
 
 
 def test_thompson_prefers_the_arm_with_more_failures() -> None:
