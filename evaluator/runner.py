@@ -191,7 +191,11 @@ def _run_episode(
             replies += 1
             usage.add(reply)
             replayed = _keep_for_replay(replayed, reply.text)
-            called = {"tool_call": _call_summary(reply.tool_call)} if reply.tool_call else {}
+            called: JSON = {}
+            if reply.tool_call is not None:
+                called["tool_call"] = _call_summary(reply.tool_call)
+            if reply.parts is not None:  # a2a: what the agent answered with, part by part
+                called.update(parts=reply.parts, parts_from=reply.parts_from)
             transcript.add("assistant", reply.text, latency_s=reply.latency_s, **called)
             try:
                 result = episode.step(reply.text)

@@ -72,6 +72,60 @@ def tool_call_of(entry: dict[str, Any]) -> ToolCall | None:
     return ToolCall(name=raw["name"], arguments=arguments)
 
 
+@dataclass(frozen=True)
+class ReplyPart:
+    """One part of an ``a2a`` agent's answer, as the transcript keeps it
+    (``evaluator.agents.a2a.part_records``).
+
+    Attributes:
+        kind: ``"text"``, ``"data"``, ``"file"``, ``"more"`` (parts left out) or the kind the
+            agent named.
+        text: a text part's text; a data part's JSON, indented.
+        name, mime_type: a file part's name and media type (``""`` when it gave none).
+        count: for ``"more"``, how many parts were left out.
+    """
+
+    kind: str
+    text: str = ""
+    name: str = ""
+    mime_type: str = ""
+    count: int = 0
+
+
+def parts_of(entry: dict[str, Any]) -> list[ReplyPart]:
+    """The parts recorded on an assistant transcript entry (``"parts": [...]``, written by
+    ``evaluator.runner`` for ``a2a`` agents); ``[]`` for other protocols and for episodes
+    stored before parts were recorded. Entries of an unexpected shape are skipped."""
+    raw = entry.get("parts")
+    if not isinstance(raw, list):
+        return []
+    parts: list[ReplyPart] = []
+    for item in raw:
+        if not isinstance(item, dict) or not isinstance(item.get("kind"), str):
+            continue
+        kind = item["kind"]
+        if kind == "text":
+            parts.append(ReplyPart(kind, text=str(item.get("text", ""))))
+        elif kind == "data":
+            data = json.dumps(item.get("data"), indent=2, ensure_ascii=False)
+            parts.append(ReplyPart(kind, text=data))
+        elif kind == "file":
+            name, mime_type = item.get("name"), item.get("mime_type")
+            parts.append(
+                ReplyPart(
+                    kind,
+                    name=name if isinstance(name, str) else "",
+                    mime_type=mime_type if isinstance(mime_type, str) else "",
+                )
+            )
+        elif kind == "more":
+            count = item.get("count")
+            parts.append(ReplyPart(kind, count=count if isinstance(count, int) else 0))
+        else:
+            parts.append(ReplyPart(kind))
+    return parts
+
+
 @dataclass
 class ReplayStep:
     """One agent reply and what followed it.
@@ -81,6 +135,8 @@ class ReplayStep:
         reply: the agent's text (a command, a kubectl line, a code block); for a tool call,
             what the app ran for it.
         tool_call: the function call the reply was (``openai-tools`` agents), else None.
+        parts: the parts the answer was read from (``a2a`` agents; ``[]`` otherwise).
+        parts_from: where they were (``"message"``, ``"artifact"``, ...; ``""`` if unknown).
         observation: what the agent was shown next (empty if the episode ended first).
         agent_s: evaluator-measured seconds waiting for this reply (None if unknown).
         safe_step: False when the step was judged unsafe.
@@ -91,11 +147,22 @@ class ReplayStep:
     number: int
     reply: str
     tool_call: ToolCall | None = None
+    parts: list[ReplyPart] = field(default_factory=list)
+    parts_from: str = ""
     observation: str = ""
     agent_s: float | None = None
     safe_step: bool | None = None
     info: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+
+    @property
+    def reply_is_the_text(self) -> bool:
+        """True when the answer is exactly its one text part (then the page shows it once)."""
+        return (
+            len(self.parts) == 1
+            and self.parts[0].kind == "text"
+            and self.parts[0].text == self.reply
+        )
 
 
 @dataclass
@@ -183,6 +250,8 @@ def _steps(
                     number=len(steps) + 1,
                     reply=content,
                     tool_call=tool_call_of(entry),
+                    parts=parts_of(entry),
+                    parts_from=str(entry.get("parts_from") or ""),
                     agent_s=latency if isinstance(latency, int | float) else None,
                 )
             )

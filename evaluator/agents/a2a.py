@@ -53,6 +53,7 @@ from evaluator.agents._http import (
 )
 from evaluator.agents.base import AgentError, AgentReply, usage_from
 from evaluator.agents.guard import RefusedAddressError, ResolveError
+from evaluator.clip import clip_json, clip_text
 from evaluator.types import JSON
 
 #: Protocol version this client and the reference server speak (A2A spec tag v0.3.0).
@@ -66,6 +67,16 @@ SEND_METHOD = "message/send"
 FAILED_TASK_STATES = frozenset({"failed", "rejected", "canceled", "auth-required"})
 #: Task states whose result carries the agent's answer.
 ANSWERED_TASK_STATES = frozenset({"completed", "input-required"})
+
+#: Parts of one reply kept in its transcript entry (:func:`part_records`); the rest are counted.
+PARTS_KEPT = 10
+#: Characters of a text part kept in the transcript entry (the entry's content, the answer
+#: read from the parts, holds the text parts in full up to the entry's own limit).
+PART_TEXT_MAX_CHARS = 2_000
+#: Bytes of compact JSON of a data part kept in the transcript entry.
+PART_DATA_MAX_BYTES = 4 * 1024
+#: Characters of a file part's name and of its media type kept.
+PART_NAME_MAX_CHARS = 200
 
 _FENCE_RUN_RE = re.compile(r"=+")
 _TRANSCRIPT_START_RE = re.compile(r"\A(={3,}) (?:task|system) \1\n")
@@ -190,6 +201,48 @@ def parts_text(parts: Any, where: str) -> str | None:
     return "\n".join(texts) if texts else None
 
 
+def part_records(parts: list[Any]) -> list[JSON]:
+    """The parts of a reply as its transcript entry keeps them (bounded and storable): ``{"kind":
+    "text", "text"}`` (cut at :data:`PART_TEXT_MAX_CHARS`), ``{"kind": "data", "data"}`` (the
+    JSON value, bounded by ``evaluator.clip`` at :data:`PART_DATA_MAX_BYTES`), ``{"kind":
+    "file", "name", "mime_type"}`` (a file's bytes or URI are not kept), or ``{"kind":
+    <other>}``. At most :data:`PARTS_KEPT` parts; when there are more, a last ``{"kind":
+    "more", "count"}`` says how many were left out. Never raises (``parts`` were already read
+    by :func:`parts_text`)."""
+    records: list[JSON] = []
+    for part in parts[:PARTS_KEPT]:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("kind") or ("text" if "text" in part else "data" if "data" in part else "")
+        if kind == "text":
+            records.append(
+                {"kind": "text", "text": clip_text(str(part.get("text", "")), PART_TEXT_MAX_CHARS)}
+            )
+        elif kind == "data":
+            records.append(
+                {"kind": "data", "data": clip_json(part.get("data"), max_bytes=PART_DATA_MAX_BYTES)}
+            )
+        elif kind == "file":
+            file = part.get("file")
+            if not isinstance(file, dict):
+                file = {}
+            name, mime_type = file.get("name"), file.get("mimeType")
+            records.append(
+                {
+                    "kind": "file",
+                    "name": clip_text(name, PART_NAME_MAX_CHARS) if isinstance(name, str) else "",
+                    "mime_type": clip_text(mime_type, PART_NAME_MAX_CHARS)
+                    if isinstance(mime_type, str)
+                    else "",
+                }
+            )
+        else:
+            records.append({"kind": clip_text(str(kind), PART_NAME_MAX_CHARS) or "unknown"})
+    if len(parts) > PARTS_KEPT:
+        records.append({"kind": "more", "count": len(parts) - PARTS_KEPT})
+    return records
+
+
 def _message_text(message: Any, where: str) -> str | None:
     if not isinstance(message, dict):
         return None
@@ -197,7 +250,17 @@ def _message_text(message: Any, where: str) -> str | None:
 
 
 def task_text(task: Mapping[str, Any]) -> str:
-    """Return the answer carried by an A2A Task object.
+    """Return the answer carried by an A2A Task object (:func:`task_answer`'s text).
+
+    Raises:
+        AgentError: as :func:`task_answer`.
+    """
+    return task_answer(task)[0]
+
+
+def task_answer(task: Mapping[str, Any]) -> tuple[str, list[Any], str]:
+    """Return the answer carried by an A2A Task object, the parts it was read from and where
+    they were (``"artifact"``, ``"status message"`` or ``"history message"``).
 
     Raises:
         AgentError: ``bad_response`` for a failed/rejected/canceled/auth-required task (with
@@ -228,17 +291,17 @@ def task_text(task: Mapping[str, Any]) -> str:
             if isinstance(artifact, dict):
                 text = parts_text(artifact.get("parts"), "artifact")
                 if text is not None:
-                    return text
+                    return text, artifact["parts"], "artifact"
     text = _message_text(status_message, "status message")
-    if text is not None:
-        return text
+    if text is not None and isinstance(status_message, dict):
+        return text, status_message["parts"], "status message"
     history = task.get("history")
     if isinstance(history, list):
         for message in reversed(history):
             if isinstance(message, dict) and message.get("role") == "agent":
                 text = _message_text(message, "history message")
                 if text is not None:
-                    return text
+                    return text, message["parts"], "history message"
     raise AgentError(
         "bad_response", f"the agent's A2A task is {state} but carries no text or data answer"
     )
@@ -451,8 +514,33 @@ class A2AClient(GuardedHttpClient):
             },
         }
 
+    def reply_from_data(self, data: Any) -> AgentReply:
+        """The reply of a decoded response (its ``latency_s`` is filled in by the caller):
+        :meth:`parse_answer`'s text, with the parts it was read from (bounded by
+        :func:`part_records`) and where they were; :meth:`parse_usage`'s counts and model.
+
+        Raises:
+            AgentError: as :meth:`parse_answer`.
+        """
+        text, parts, where = self.parse_answer(data)
+        input_tokens, output_tokens, model = self.parse_usage(data)
+        return AgentReply(
+            text=text,
+            latency_s=0.0,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            model=model,
+            parts=part_records(parts),
+            parts_from=where,
+        )
+
     def parse_reply(self, data: Any) -> str:
-        """Return the answer of a JSON-RPC response (Message or Task result).
+        """Return the answer of a JSON-RPC response (:meth:`parse_answer`'s text)."""
+        return self.parse_answer(data)[0]
+
+    def parse_answer(self, data: Any) -> tuple[str, list[Any], str]:
+        """Return the answer of a JSON-RPC response (Message or Task result), the parts it
+        was read from and where they were (``"message"``, or as :func:`task_answer`).
 
         Raises:
             AgentError: ``bad_response`` for a JSON-RPC error object, a failed or unfinished
@@ -484,9 +572,9 @@ class A2AClient(GuardedHttpClient):
             text = parts_text(result.get("parts"), "message")
             if text is None:
                 raise AgentError("bad_response", "the agent's A2A message has no text or data part")
-            return text
+            return text, result["parts"], "message"
         if kind == "task":
-            return task_text(result)
+            return task_answer(result)
         raise AgentError(
             "bad_response",
             f"A2A result of kind {excerpt(str(kind), 40)}; message/send answers a message or "

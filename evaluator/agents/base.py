@@ -44,6 +44,12 @@ class AgentReply:
             message had that key (its value as sent: text or ``None``); ``text`` is then the
             app's reply text of the call (:meth:`evaluator.app.App.reply_from_tool_call`).
             ``None`` on the other protocols.
+        parts: for the ``a2a`` protocol, the parts of the message or artifact the answer
+            was read from, as the transcript keeps them
+            (:func:`evaluator.agents.a2a.part_records`: text, data as JSON, files by name and
+            media type); ``None`` on the other protocols.
+        parts_from: where those parts were: ``"message"``, ``"artifact"``, ``"status
+            message"`` or ``"history message"`` (``None`` without parts).
     """
 
     text: str
@@ -52,6 +58,8 @@ class AgentReply:
     output_tokens: int | None = None
     model: str | None = None
     tool_call: JSON | None = None
+    parts: list[JSON] | None = None
+    parts_from: str | None = None
 
 
 #: Largest token count accepted from one reply; larger (or negative, or non-integer) reported

@@ -487,6 +487,58 @@ def test_replay_shows_each_tool_call_and_what_it_ran(client, board):
     assert "plan-xyz" not in hidden and "submit_code" not in hidden
 
 
+def test_replay_shows_the_parts_an_a2a_agent_answered_with(client, board):
+    """An ``a2a`` agent's step lists the parts it answered with (text, data as JSON, files by
+    name and media type) and what the app read from them; a step stored before parts were
+    recorded still shows its reply; while the answer is unspent only the owner team sees
+    them."""
+    team, subs = board
+    owner, other, _ = _users(team)
+    episode = subs[0].episodes.earliest("index")
+    transcript = [
+        {"role": "user", "content": "Fix the network."},
+        {
+            "role": "assistant",
+            "content": 'r1 ip link set eth1 up\n{\n  "why": "link-down-xyz"\n}',
+            "latency_s": 0.3,
+            "parts": [
+                {"kind": "text", "text": "r1 ip link set eth1 up"},
+                {"kind": "file", "name": "trace.pcap", "mime_type": "application/vnd.tcpdump"},
+                {"kind": "data", "data": {"why": "link-down-xyz"}},
+                {"kind": "more", "count": 3},
+            ],
+            "parts_from": "artifact",
+        },
+        {"role": "user", "content": "ok", "safe_step": True, "info": {}},
+        {
+            "role": "assistant",
+            "content": "r2 ip route",
+            "parts": [{"kind": "text", "text": "r2 ip route"}],
+            "parts_from": "message",
+        },
+        {"role": "user", "content": "ok", "safe_step": True, "info": {}},
+        {"role": "assistant", "content": "an older reply without parts"},
+    ]
+    EpisodeRecord.objects.filter(pk=episode.pk).update(transcript=transcript)
+    body = _page(client, None, episode)
+    steps = body.split('data-testid="step"')[1:]
+    assert len(steps) == 3
+    assert "Answered with 4 parts of its artifact" in steps[0]
+    assert steps[0].count('data-testid="a2a-part"') == 4
+    assert 'data-testid="a2a-file">trace.pcap</code> · application/vnd.tcpdump' in steps[0]
+    assert 'data-testid="a2a-data">{\n  &quot;why&quot;: &quot;link-down-xyz&quot;\n}' in steps[0]
+    assert "and 3 more parts, not kept" in steps[0]
+    assert 'data-testid="a2a-read">r1 ip link set eth1 up' in steps[0]
+    # a lone text part is the answer: shown once
+    assert "Answered with 1 part of its message" in steps[1]
+    assert steps[1].count("r2 ip route") == 1 and "a2a-read" not in steps[1]
+    assert "a2a-part" not in steps[2] and "an older reply without parts" in steps[2]
+    Submission.objects.filter(pk=subs[0].pk).update(status="running")
+    assert "trace.pcap" in _page(client, owner, episode)
+    hidden = _page(client, other, episode)
+    assert "trace.pcap" not in hidden and "link-down-xyz" not in hidden
+
+
 def test_rebuild_aggregates_command_restores_deleted_rows(board):
     from io import StringIO
 

@@ -26,7 +26,14 @@ from starlette.routing import Route
 
 from evaluator import registry
 from evaluator.agents import A2AClient, AgentError, make_client
-from evaluator.agents.a2a import CARD_PATH, LEGACY_CARD_PATH, parse_transcript, render_transcript
+from evaluator.agents.a2a import (
+    CARD_PATH,
+    LEGACY_CARD_PATH,
+    PART_TEXT_MAX_CHARS,
+    PARTS_KEPT,
+    parse_transcript,
+    render_transcript,
+)
 from evaluator.oracle_vault import OracleVault
 from evaluator.reference import server as server_module
 from evaluator.reference.agents import make_agent
@@ -279,6 +286,49 @@ def test_a_message_reply_joins_text_parts_and_renders_data_parts(serve) -> None:
     fake = FakeA2A(serve, reply(rpc_result(message)))
     text = fake.client().complete(CHAT, episode_id="tok-12345678").text
     assert text == 'first\nsecond\n{\n  "machine": "r0"\n}'
+
+
+def test_a_reply_keeps_the_parts_it_was_read_from_bounded(serve) -> None:
+    message = text_message("first", "x" * (PART_TEXT_MAX_CHARS + 50))
+    message["parts"].insert(
+        1, {"kind": "file", "file": {"name": "plan.pdf", "mimeType": "application/pdf",
+                                     "bytes": "JVBERi0="}}
+    )  # fmt: skip
+    message["parts"].append({"kind": "data", "data": {"machine": "r0", "hops": [1, 2]}})
+    message["parts"] += [{"kind": "text", "text": f"extra {k}"} for k in range(PARTS_KEPT)]
+    fake = FakeA2A(serve, reply(rpc_result(message)))
+    answer = fake.client().complete(CHAT, episode_id="tok-12345678")
+    assert answer.parts_from == "message"
+    assert answer.parts is not None and len(answer.parts) == PARTS_KEPT + 1
+    assert answer.parts[0] == {"kind": "text", "text": "first"}
+    assert answer.parts[1] == {"kind": "file", "name": "plan.pdf", "mime_type": "application/pdf"}
+    assert answer.parts[2]["text"].startswith("x" * PART_TEXT_MAX_CHARS + "\n[... 50 characters")
+    assert answer.parts[3] == {"kind": "data", "data": {"machine": "r0", "hops": [1, 2]}}
+    assert answer.parts[-1] == {"kind": "more", "count": 4}
+    assert "extra 9" in answer.text  # the answer itself is read from every part
+
+
+def test_a_task_reply_names_the_artifact_its_parts_came_from(serve) -> None:
+    artifact = {"artifactId": "b", "parts": [{"data": {"cmd": "ip route"}}]}
+    fake = FakeA2A(serve, reply(rpc_result(task("completed", artifacts=[artifact]))))
+    answer = fake.client().complete(CHAT, episode_id="tok-12345678")
+    assert (answer.parts, answer.parts_from) == (
+        [{"kind": "data", "data": {"cmd": "ip route"}}],
+        "artifact",
+    )
+
+
+@pytest.mark.usefixtures("toy_apps")
+def test_the_episode_transcript_records_each_replys_parts(serve) -> None:
+    app = registry.get_app("toy")
+    server = serve(build_asgi_app(make_agent("heuristic", app), "a2a"))
+    client = make_client("a2a", server.url, allowed_networks=LOOPBACK, timeout_s=10)
+    result = run_episode(app, app.generate(1, seed=5)[0], client)
+    said = [entry for entry in result.transcript if entry["role"] == "assistant"]
+    assert len(said) == 2
+    for entry in said:
+        assert entry["parts"] == [{"kind": "text", "text": entry["content"]}]
+        assert entry["parts_from"] in {"message", "artifact"}
 
 
 def task(state: str, **fields: Any) -> dict[str, Any]:
