@@ -5,8 +5,9 @@ Each episode is claimed by one delivery at a time and scored at most once, up to
 back-off and then close the episode as ``error`` (excluded from statistics; too many make the
 submission ``incomplete``); a worker lost mid-episode is noticed by its stale heartbeat and
 the episode requeued (:func:`episodes_requeue`, Celery beat), and a message it had reserved
-comes back through the broker (``acks_late``). The last episode to finish closes its
-submission (``submissions.services.submissions.submission_close_if_complete``).
+comes back through the broker (``acks_late``); tasks a broker lost with its data (a Redis
+restart) are sent again (:func:`tasks_resend_after_broker_loss`). The last episode to finish
+closes its submission (``submissions.services.submissions.submission_close_if_complete``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from evaluator.oracle_vault import OracleVault
-from evaluator.registry import get_app
+from evaluator.registry import CONTROL_QUEUE, get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import Query
 from submissions.aggregates import aggregate_refresh
@@ -347,3 +348,45 @@ def episodes_requeue(*, stale_s: float | None = None) -> int:
     for pk, app_id in requeued:
         dispatch.task_send(dispatch.EPISODE_EXECUTE_TASK, (pk,), queue=app_id, task_id=None)
     return len(requeued)
+
+
+def tasks_resend_after_broker_loss() -> int:
+    """Send again the tasks a broker that lost its data held (Celery beat, with
+    :func:`episodes_requeue`).
+
+    Redis keeps queued messages in memory only: after it restarts, pending episodes and
+    queued submissions would wait for a message that no longer exists until
+    ``submissions_expire`` failed them hours later. Once per loss
+    (:func:`~submissions.services.dispatch.broker_data_lost`) this sends the task of every
+    pending episode of an open submission and the preparation of every queued submission
+    again. A message that did survive (or was sent after the restart) makes a duplicate,
+    which is harmless: a delivery claims an episode only while it is pending, and a
+    preparation enqueues only what is unfinished. Running episodes need nothing: their
+    workers finish them (or, dead, :func:`episodes_requeue` requeues them).
+
+    Returns the number of tasks sent.
+    """
+    if not dispatch.broker_data_lost():
+        return 0
+    episodes = EpisodeRecord.objects.filter(
+        status=EpisodeRecord.Status.PENDING, submission__status=Submission.Status.RUNNING
+    ).values_list("pk", "app_id")
+    queued = Submission.objects.filter(status=Submission.Status.QUEUED).values_list(
+        "pk", flat=True
+    )
+    sent = 0
+    try:
+        for submission_id in queued:
+            dispatch.task_send(
+                dispatch.SUBMISSION_PREPARE_TASK, (submission_id,), queue=CONTROL_QUEUE
+            )
+            sent += 1
+        for pk, app_id in episodes:
+            dispatch.task_send(dispatch.EPISODE_EXECUTE_TASK, (pk,), queue=app_id)
+            sent += 1
+    except Exception:
+        dispatch.broker_mark_forget()  # the next run sends them all again
+        raise
+    if sent:
+        logger.warning("the broker lost its messages: %d task(s) sent again", sent)
+    return sent
