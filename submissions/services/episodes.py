@@ -15,12 +15,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 from django.db import connections as db_connections
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -120,9 +121,11 @@ def _heartbeat(episode: EpisodeRecord) -> Iterator[None]:
     def beat() -> None:
         try:
             while not stop.wait(interval_s):
-                _mine(episode).update(heartbeat_at=timezone.now())
-        except DatabaseError:
-            logger.warning("heartbeat of episode %s failed", episode.pk, exc_info=True)
+                try:
+                    _mine(episode).update(heartbeat_at=timezone.now())
+                except DatabaseError:  # e.g. the database restarting: beat again next time
+                    logger.warning("heartbeat of episode %s failed", episode.pk, exc_info=True)
+                    db_connections.close_all()  # a broken connection is reopened next time
         finally:
             db_connections.close_all()
 
@@ -249,17 +252,55 @@ def episode_execute(*, episode_id: int, retry_infrastructure: bool = False) -> N
     )
 
 
+def _verdict_write(episode: EpisodeRecord, clean: dict[str, Any]) -> int:
+    """Write a verdict and its leaderboard sums in one transaction, retrying while the
+    database is unreachable (``OperationalError``/``InterfaceError``: a restart, a dropped
+    connection) for up to half of ``EPISODE_STALE_S`` (so no requeue can take over meanwhile;
+    the heartbeat has stopped); returns the rows updated (0: this attempt lost the episode).
+
+    Raises:
+        DatabaseError: the database stayed unreachable, or any other database error.
+    """
+    deadline = time.monotonic() + float(_netarena("EPISODE_STALE_S")) / 2
+    pause_s = 0.5
+    retried = False
+    while True:
+        try:
+            with transaction.atomic():
+                stored = _mine(episode).update(
+                    status=EpisodeRecord.Status.DONE, finished_at=timezone.now(), **clean
+                )
+                aggregate_refresh(episode_id=episode.pk)  # leaderboard sums (aggregates)
+            if not stored and retried:
+                # the failed try may have committed before its connection broke: done with
+                # this attempt's number is that commit (another delivery claims a new number)
+                stored = EpisodeRecord.objects.filter(
+                    pk=episode.pk, status=EpisodeRecord.Status.DONE, attempts=episode.attempts
+                ).count()
+            return stored
+        except (OperationalError, InterfaceError):
+            retried = True
+            if time.monotonic() + pause_s > deadline:
+                raise
+            logger.warning(
+                "storing the verdict of episode %s: database unreachable, retry in %.1f s",
+                episode.pk,
+                pause_s,
+                exc_info=True,
+            )
+            db_connections.close_all()  # reopened by the next query
+            time.sleep(pause_s)
+            pause_s = min(2 * pause_s, 5.0)
+
+
 def _episode_store(episode: EpisodeRecord, **fields: Any) -> None:
     """Store a verdict if this attempt still owns the episode (else discard it: the episode
-    was requeued or cancelled meanwhile and is never scored twice); a storage error closes the
-    episode as an error (never left running)."""
+    was requeued or cancelled meanwhile and is never scored twice). A database that is
+    unreachable for a moment (a restart) is waited for (:func:`_verdict_write`); any other
+    storage error closes the episode as an error (never left running)."""
     clean = {name: storable(value) for name, value in fields.items()}
     try:
-        with transaction.atomic():
-            stored = _mine(episode).update(
-                status=EpisodeRecord.Status.DONE, finished_at=timezone.now(), **clean
-            )
-            aggregate_refresh(episode_id=episode.pk)  # leaderboard sums (submissions.aggregates)
+        stored = _verdict_write(episode, clean)
     except (DatabaseError, TypeError, ValueError) as exc:
         logger.exception("storing the verdict of episode %s failed", episode.pk)
         _episode_close_error(

@@ -5,17 +5,25 @@ benchmarks/bench_soak.py).
   gone) strands no episode: the beat's requeue job sends the tasks of pending episodes and
   queued submissions again, once per loss; a duplicate preparation never cancels a started
   submission. (Before: every episode still queued stayed pending until it expired hours later.)
+* A database restart while a verdict is stored is waited for, not recorded as an
+  infrastructure failure, and never scores an episode twice; a heartbeat that fails once
+  beats again. (Before: "storing the verdict failed: OperationalError", and a heartbeat thread
+  that stopped for good, so a long episode was requeued while it still ran.)
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
+from types import SimpleNamespace
 from unittest import mock
 
 import pytest
+from django.db import OperationalError
 
 from evaluator.testing import GuessApp, ScriptedClient, registered_app
 from submissions import tasks
-from submissions.models import Agent, Submission, Team
+from submissions.models import Agent, EpisodeRecord, Submission, Team
 from submissions.services import agents as agent_services
 from submissions.services import dispatch
 from submissions.services import episodes as episode_services
@@ -137,3 +145,103 @@ def test_the_broker_marker_tells_a_loss_once():
     dispatch.broker_mark_forget()
     assert dispatch.broker_data_lost() is True
 
+
+def _claimed(agent, captured) -> EpisodeRecord:
+    with captured(execute=False):
+        submission = submission_services.submission_create(
+            agent=agent, apps=["guess"], queries_per_app=1
+        )
+        submission_services.submission_prepare(submission_id=submission.pk)
+    claimed = episode_services._episode_claim(submission.episodes.get().pk)
+    assert claimed is not None
+    return claimed
+
+
+@pytest.fixture
+def no_reconnect(monkeypatch):
+    """Closing the connection inside a test's transaction would break it: record only."""
+    connections = mock.Mock()
+    monkeypatch.setattr(episode_services, "db_connections", connections)
+    monkeypatch.setattr(episode_services.time, "sleep", lambda s: None)
+    return connections
+
+
+@pytest.mark.django_db
+def test_a_verdict_waits_for_the_database_to_come_back(
+    toy_app, agents, django_capture_on_commit_callbacks, no_reconnect, caplog
+):
+    episode = _claimed(agents[0], django_capture_on_commit_callbacks)
+    real = episode_services.aggregate_refresh
+    failures = [OperationalError("server closed the connection")] * 2
+
+    def refresh(**kwargs):
+        if failures:
+            raise failures.pop()
+        real(**kwargs)
+
+    with mock.patch.object(episode_services, "aggregate_refresh", refresh):
+        episode_services._episode_store(episode, correct=True, safe=True, steps=1)
+    stored = EpisodeRecord.objects.get(pk=episode.pk)
+    assert (stored.status, stored.correct, stored.attempts) == ("done", True, 1)
+    assert Submission.objects.get(pk=stored.submission_id).status == "finished"
+    assert no_reconnect.close_all.call_count == 2
+    assert caplog.text.count(f"episode {episode.pk} scored (attempt 1)") == 1
+
+
+@pytest.mark.django_db
+def test_a_commit_whose_answer_was_lost_is_stored_once(
+    toy_app, agents, django_capture_on_commit_callbacks, no_reconnect, caplog
+):
+    episode = _claimed(agents[0], django_capture_on_commit_callbacks)
+    real_atomic = episode_services.transaction.atomic
+    tries = []
+
+    @contextlib.contextmanager
+    def atomic():
+        tries.append(1)
+        with real_atomic():
+            yield
+        if len(tries) == 1:  # committed, then the connection broke before the answer
+            raise OperationalError("server closed the connection unexpectedly")
+
+    with mock.patch.object(episode_services, "transaction", SimpleNamespace(atomic=atomic)):
+        episode_services._episode_store(episode, correct=True, safe=True, steps=1)
+    stored = EpisodeRecord.objects.get(pk=episode.pk)
+    assert (stored.status, stored.attempts, len(tries)) == ("done", 1, 2)
+    assert Submission.objects.get(pk=stored.submission_id).status == "finished"
+    assert caplog.text.count(f"episode {episode.pk} scored (attempt 1)") == 1
+    assert "verdict discarded" not in caplog.text
+
+
+@pytest.mark.django_db
+def test_a_database_down_for_good_still_closes_the_episode(
+    toy_app, agents, django_capture_on_commit_callbacks, no_reconnect, settings
+):
+    settings.NETARENA = {**settings.NETARENA, "EPISODE_STALE_S": 0.0}  # no time to wait
+    episode = _claimed(agents[0], django_capture_on_commit_callbacks)
+    with mock.patch.object(
+        episode_services, "aggregate_refresh", side_effect=OperationalError("down")
+    ):
+        episode_services._episode_store(episode, correct=True, safe=True, steps=1)
+    assert EpisodeRecord.objects.get(pk=episode.pk).status == "error"
+
+
+def test_a_heartbeat_that_fails_beats_again(settings, monkeypatch):
+    settings.NETARENA = {**settings.NETARENA, "EPISODE_HEARTBEAT_S": 0.02}
+    monkeypatch.setattr(episode_services, "db_connections", mock.Mock())
+    beats = []
+    outcomes = [OperationalError("restarting"), OperationalError("restarting")]
+
+    def update(**fields):
+        if outcomes:
+            raise outcomes.pop()
+        beats.append(fields["heartbeat_at"])
+        return 1
+
+    rows = mock.Mock(update=update)
+    monkeypatch.setattr(episode_services, "_mine", lambda episode: rows)
+    with episode_services._heartbeat(mock.Mock(pk=1)):
+        deadline = time.monotonic() + 10
+        while len(beats) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert len(beats) >= 3 and not outcomes
