@@ -72,6 +72,9 @@ def _episode_claim(episode_id: int) -> EpisodeRecord | None:
     if episode is None:
         return None
     if episode.status not in (EpisodeRecord.Status.PENDING, EpisodeRecord.Status.RUNNING):
+        # finished already. Also the retry of a task whose verdict was stored but whose
+        # closing of the submission failed (the database went away in between): close it now
+        submission_close_if_complete(submission_id=episode.submission_id)
         return None
     if episode.submission.status == Submission.Status.CANCELLED:
         EpisodeRecord.objects.filter(

@@ -8,7 +8,9 @@ benchmarks/bench_soak.py).
 * A database restart while a verdict is stored is waited for, not recorded as an
   infrastructure failure, and never scores an episode twice; a heartbeat that fails once
   beats again. (Before: "storing the verdict failed: OperationalError", and a heartbeat thread
-  that stopped for good, so a long episode was requeued while it still ran.)
+  that stopped for good, so a long episode was requeued while it still ran.) A task retried
+  because the database went away between storing the last verdict and closing the submission
+  closes it. (Before: the retry found the episode done and the submission stayed running.)
 """
 
 from __future__ import annotations
@@ -245,3 +247,26 @@ def test_a_heartbeat_that_fails_beats_again(settings, monkeypatch):
         while len(beats) < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
     assert len(beats) >= 3 and not outcomes
+
+
+@pytest.mark.django_db
+def test_the_retry_of_a_stored_verdict_closes_its_submission(
+    toy_app, agents, django_capture_on_commit_callbacks
+):
+    episode = _claimed(agents[0], django_capture_on_commit_callbacks)
+    # the verdict is committed, then the database goes away before the submission is closed:
+    # the task fails (and Celery retries it)
+    with (
+        mock.patch.object(
+            episode_services,
+            "submission_close_if_complete",
+            side_effect=OperationalError("server closed the connection"),
+        ),
+        pytest.raises(OperationalError),
+    ):
+        episode_services._episode_store(episode, correct=True, safe=True, steps=1)
+    assert EpisodeRecord.objects.get(pk=episode.pk).status == "done"
+    assert Submission.objects.get(pk=episode.submission_id).status == "running"
+    episode_services.episode_execute(episode_id=episode.pk)  # the retry: nothing to run
+    assert Submission.objects.get(pk=episode.submission_id).status == "finished"
+    assert EpisodeRecord.objects.get(pk=episode.pk).attempts == 1
