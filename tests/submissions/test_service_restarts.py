@@ -112,7 +112,7 @@ def test_a_duplicate_preparation_never_cancels_the_started_submission(
             agent=agents[0], apps=["guess"], queries_per_app=3
         )
     real = submission_services.generate_batch
-    raced = []
+    raced: list[bool] = []
 
     def generate_while_another_delivery_prepares(*args, **kwargs):
         if not raced:  # the other delivery runs to the end while this one generates
