@@ -56,8 +56,9 @@ def submissions_expire() -> int:
 
 @shared_task(name="submissions.episodes_requeue")
 def episodes_requeue() -> int:
-    """Requeue running episodes whose worker died (Celery beat, queue ``control``)."""
-    return episodes.episodes_requeue()
+    """Requeue running episodes whose worker died, and send again the tasks a broker lost
+    with its data (Celery beat, queue ``control``)."""
+    return episodes.episodes_requeue() + episodes.tasks_resend_after_broker_loss()
 
 
 from submissions import preflight_tasks  # noqa: E402,F401 - agent pre-flight task

@@ -38,6 +38,37 @@ def task_send(name: str, args: tuple[Any, ...], *, queue: str, task_id: str | No
     current_app.send_task(name, args=args, queue=queue, task_id=task_id)
 
 
+#: A key the broker holds while it keeps its data (:func:`broker_data_lost`).
+BROKER_MARK_KEY = "netarena:broker-mark"
+
+
+def broker_data_lost() -> bool:
+    """True when the broker has lost its data since the last call, i.e. every message it
+    held (queued tasks) is gone: a Redis restarted without persistence (docker-compose.yml's
+    keeps none) or flushed. Told by a marker key, set here when it is missing, so it is True
+    once per loss (and on the very first call, when nothing can be known). False when the
+    broker is not Redis or does not answer (the next call will tell)."""
+    try:
+        with current_app.connection_for_write() as connection:
+            client = getattr(connection.default_channel, "client", None)
+            if client is None:  # not the Redis transport
+                return False
+            return bool(client.set(BROKER_MARK_KEY, "1", nx=True))
+    except Exception:  # noqa: BLE001 - the broker is down: the next call decides
+        logger.warning("could not check the broker's marker key", exc_info=True)
+        return False
+
+
+def broker_mark_forget() -> None:
+    """Delete the marker (best effort), so that the next :func:`broker_data_lost` is True: a
+    re-send after a loss failed half-way and must be done again."""
+    try:
+        with current_app.connection_for_write() as connection:
+            connection.default_channel.client.delete(BROKER_MARK_KEY)
+    except Exception:  # noqa: BLE001 - the broker is down: it lost the marker anyway
+        logger.warning("could not delete the broker's marker key", exc_info=True)
+
+
 def tasks_revoke(task_ids: list[str]) -> None:
     """Ask the workers to drop these tasks (best effort: workers check the status anyway)."""
     if not task_ids:

@@ -5,8 +5,9 @@ Each episode is claimed by one delivery at a time and scored at most once, up to
 back-off and then close the episode as ``error`` (excluded from statistics; too many make the
 submission ``incomplete``); a worker lost mid-episode is noticed by its stale heartbeat and
 the episode requeued (:func:`episodes_requeue`, Celery beat), and a message it had reserved
-comes back through the broker (``acks_late``). The last episode to finish closes its
-submission (``submissions.services.submissions.submission_close_if_complete``).
+comes back through the broker (``acks_late``); tasks a broker lost with its data (a Redis
+restart) are sent again (:func:`tasks_resend_after_broker_loss`). The last episode to finish
+closes its submission (``submissions.services.submissions.submission_close_if_complete``).
 """
 
 from __future__ import annotations
@@ -14,19 +15,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 from django.db import connections as db_connections
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from evaluator.oracle_vault import OracleVault
 from evaluator.prompting import with_prompt_type
-from evaluator.registry import get_app
+from evaluator.registry import CONTROL_QUEUE, get_app
 from evaluator.runner import new_episode_id, run_episode_guarded
 from evaluator.types import Query
 from submissions.aggregates import aggregate_refresh
@@ -71,6 +73,9 @@ def _episode_claim(episode_id: int) -> EpisodeRecord | None:
     if episode is None:
         return None
     if episode.status not in (EpisodeRecord.Status.PENDING, EpisodeRecord.Status.RUNNING):
+        # finished already. Also the retry of a task whose verdict was stored but whose
+        # closing of the submission failed (the database went away in between): close it now
+        submission_close_if_complete(submission_id=episode.submission_id)
         return None
     if episode.submission.status == Submission.Status.CANCELLED:
         EpisodeRecord.objects.filter(
@@ -120,9 +125,11 @@ def _heartbeat(episode: EpisodeRecord) -> Iterator[None]:
     def beat() -> None:
         try:
             while not stop.wait(interval_s):
-                _mine(episode).update(heartbeat_at=timezone.now())
-        except DatabaseError:
-            logger.warning("heartbeat of episode %s failed", episode.pk, exc_info=True)
+                try:
+                    _mine(episode).update(heartbeat_at=timezone.now())
+                except DatabaseError:  # e.g. the database restarting: beat again next time
+                    logger.warning("heartbeat of episode %s failed", episode.pk, exc_info=True)
+                    db_connections.close_all()  # a broken connection is reopened next time
         finally:
             db_connections.close_all()
 
@@ -250,17 +257,55 @@ def episode_execute(*, episode_id: int, retry_infrastructure: bool = False) -> N
     )
 
 
+def _verdict_write(episode: EpisodeRecord, clean: dict[str, Any]) -> int:
+    """Write a verdict and its leaderboard sums in one transaction, retrying while the
+    database is unreachable (``OperationalError``/``InterfaceError``: a restart, a dropped
+    connection) for up to half of ``EPISODE_STALE_S`` (so no requeue can take over meanwhile;
+    the heartbeat has stopped); returns the rows updated (0: this attempt lost the episode).
+
+    Raises:
+        DatabaseError: the database stayed unreachable, or any other database error.
+    """
+    deadline = time.monotonic() + float(_netarena("EPISODE_STALE_S")) / 2
+    pause_s = 0.5
+    retried = False
+    while True:
+        try:
+            with transaction.atomic():
+                stored = _mine(episode).update(
+                    status=EpisodeRecord.Status.DONE, finished_at=timezone.now(), **clean
+                )
+                aggregate_refresh(episode_id=episode.pk)  # leaderboard sums (aggregates)
+            if not stored and retried:
+                # the failed try may have committed before its connection broke: done with
+                # this attempt's number is that commit (another delivery claims a new number)
+                stored = EpisodeRecord.objects.filter(
+                    pk=episode.pk, status=EpisodeRecord.Status.DONE, attempts=episode.attempts
+                ).count()
+            return stored
+        except (OperationalError, InterfaceError):
+            retried = True
+            if time.monotonic() + pause_s > deadline:
+                raise
+            logger.warning(
+                "storing the verdict of episode %s: database unreachable, retry in %.1f s",
+                episode.pk,
+                pause_s,
+                exc_info=True,
+            )
+            db_connections.close_all()  # reopened by the next query
+            time.sleep(pause_s)
+            pause_s = min(2 * pause_s, 5.0)
+
+
 def _episode_store(episode: EpisodeRecord, **fields: Any) -> None:
     """Store a verdict if this attempt still owns the episode (else discard it: the episode
-    was requeued or cancelled meanwhile and is never scored twice); a storage error closes the
-    episode as an error (never left running)."""
+    was requeued or cancelled meanwhile and is never scored twice). A database that is
+    unreachable for a moment (a restart) is waited for (:func:`_verdict_write`); any other
+    storage error closes the episode as an error (never left running)."""
     clean = {name: storable(value) for name, value in fields.items()}
     try:
-        with transaction.atomic():
-            stored = _mine(episode).update(
-                status=EpisodeRecord.Status.DONE, finished_at=timezone.now(), **clean
-            )
-            aggregate_refresh(episode_id=episode.pk)  # leaderboard sums (submissions.aggregates)
+        stored = _verdict_write(episode, clean)
     except (DatabaseError, TypeError, ValueError) as exc:
         logger.exception("storing the verdict of episode %s failed", episode.pk)
         _episode_close_error(
@@ -349,3 +394,45 @@ def episodes_requeue(*, stale_s: float | None = None) -> int:
     for pk, app_id in requeued:
         dispatch.task_send(dispatch.EPISODE_EXECUTE_TASK, (pk,), queue=app_id, task_id=None)
     return len(requeued)
+
+
+def tasks_resend_after_broker_loss() -> int:
+    """Send again the tasks a broker that lost its data held (Celery beat, with
+    :func:`episodes_requeue`).
+
+    Redis keeps queued messages in memory only: after it restarts, pending episodes and
+    queued submissions would wait for a message that no longer exists until
+    ``submissions_expire`` failed them hours later. Once per loss
+    (:func:`~submissions.services.dispatch.broker_data_lost`) this sends the task of every
+    pending episode of an open submission and the preparation of every queued submission
+    again. A message that did survive (or was sent after the restart) makes a duplicate,
+    which is harmless: a delivery claims an episode only while it is pending, and a
+    preparation enqueues only what is unfinished. Running episodes need nothing: their
+    workers finish them (or, dead, :func:`episodes_requeue` requeues them).
+
+    Returns the number of tasks sent.
+    """
+    if not dispatch.broker_data_lost():
+        return 0
+    episodes = EpisodeRecord.objects.filter(
+        status=EpisodeRecord.Status.PENDING, submission__status=Submission.Status.RUNNING
+    ).values_list("pk", "app_id")
+    queued = Submission.objects.filter(status=Submission.Status.QUEUED).values_list(
+        "pk", flat=True
+    )
+    sent = 0
+    try:
+        for submission_id in queued:
+            dispatch.task_send(
+                dispatch.SUBMISSION_PREPARE_TASK, (submission_id,), queue=CONTROL_QUEUE
+            )
+            sent += 1
+        for pk, app_id in episodes:
+            dispatch.task_send(dispatch.EPISODE_EXECUTE_TASK, (pk,), queue=app_id)
+            sent += 1
+    except Exception:
+        dispatch.broker_mark_forget()  # the next run sends them all again
+        raise
+    if sent:
+        logger.warning("the broker lost its messages: %d task(s) sent again", sent)
+    return sent

@@ -256,7 +256,8 @@ def submission_create(
 def submission_prepare(*, submission_id: int) -> None:
     """Generate the submission's queries, store one EpisodeRecord per query and enqueue them.
 
-    Idempotent: a submission that already has episodes only re-enqueues the unfinished ones.
+    Idempotent: a submission that already has episodes only re-enqueues the unfinished ones,
+    and of two deliveries preparing it at once only one starts it and enqueues its episodes.
     """
     submission = Submission.objects.get(pk=submission_id)
     if submission.status not in OPEN_STATUSES:
@@ -291,10 +292,15 @@ def submission_prepare(*, submission_id: int) -> None:
             if not Submission.objects.filter(
                 pk=submission.pk, status=Submission.Status.QUEUED
             ).update(status=Submission.Status.RUNNING, started_at=timezone.now()):
-                # cancelled while its queries were generated: none of them runs
-                submission.episodes.filter(status=EpisodeRecord.Status.PENDING).update(
-                    status=EpisodeRecord.Status.CANCELLED, finished_at=timezone.now()
-                )
+                if Submission.objects.filter(
+                    pk=submission.pk, status=Submission.Status.CANCELLED
+                ).exists():
+                    # cancelled while its queries were generated: none of them runs
+                    submission.episodes.filter(status=EpisodeRecord.Status.PENDING).update(
+                        status=EpisodeRecord.Status.CANCELLED, finished_at=timezone.now()
+                    )
+                # else a concurrent delivery of this task (a duplicate) started it and
+                # enqueues its episodes
                 return
     pending = list(
         submission.episodes.filter(
