@@ -327,3 +327,39 @@ def test_api_server_accepts_every_rendering_in_a_server_side_dry_run(
         assert 'unknown field "spec.template.spec.containers[0].readynessProbe"' in refused
     finally:
         _kubectl(api_server, "delete", "namespace", namespace, "--wait=false")
+
+
+def test_podman_pods_resolve_what_podman_lacks(tmp_path: Path) -> None:
+    """``scripts/deploy/kube_pods.py`` (``deploy_check.sh --kube``): one Pod per workload at a
+    fixed address, Service names as host aliases, ConfigMap, Secret and pod-address values and
+    ``$(VAR)`` references resolved, claims as prefixed volumes, profiles as annotations."""
+    manifests = tmp_path / "manifests.yaml"
+    manifests.write_text(yaml.safe_dump_all(_kustomize(ROOT / "scripts" / "deploy" / "kube-check")))
+    secrets = tmp_path / "secrets.env"
+    secrets.write_text("POSTGRES_PASSWORD=pw\nDJANGO_SECRET_KEY=key\n")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "deploy" / "kube_pods.py"), str(manifests),
+         str(tmp_path / "pods"), "10.89.99", "t-", "--secret", f"netarena-secrets={secrets}"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    plan = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines()}
+    assert list(plan)[:2] == ["db", "redis"]  # StatefulSets first
+    assert set(plan) == {"db", "redis", "agents", "beat", "web", *kube_consumers(_workers())}
+    assert plan["db"][:2] == ["t-db", "10.89.99.10"] and plan["db"][3:] == ["t-pgdata-db-0"]
+    assert plan["worker-malt"][3:] == ["t-vault"]
+    web = yaml.safe_load(Path(plan["web"][2]).read_text())
+    aliases = {a["hostnames"][0]: a["ip"] for a in web["spec"]["hostAliases"]}
+    assert aliases["db"] == plan["db"][1] and aliases["web"] == plan["web"][1]
+    env = {e["name"]: e["value"] for e in web["spec"]["containers"][0]["env"]}
+    assert env["DJANGO_ALLOWED_HOSTS"] == f"localhost,127.0.0.1,web,{plan['web'][1]}"
+    assert env["DJANGO_SECRET_KEY"] == "key"
+    assert web["spec"]["restartPolicy"] == "OnFailure"  # its init container runs once
+    assert "readinessProbe" not in web["spec"]["containers"][0]
+    assert web["spec"]["containers"][0]["livenessProbe"]["httpGet"]["port"] == 8000
+    db = yaml.safe_load(Path(plan["db"][2]).read_text())
+    assert {"name": "POSTGRES_PASSWORD", "value": "pw"} in db["spec"]["containers"][0]["env"]
+    malt = yaml.safe_load(Path(plan["worker-malt"][2]).read_text())
+    annotations = malt["metadata"]["annotations"]
+    assert annotations["container.seccomp.security.alpha.kubernetes.io/worker"] == "unconfined"
+    assert "seccompProfile" not in malt["spec"]["containers"][0]["securityContext"]
