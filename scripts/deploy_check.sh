@@ -159,7 +159,8 @@ WEB_CONTAINER="${PROJECT}_web_1"
 AGENTS_CONTAINER="${PROJECT}_agents_1"
 serve_agents() {  # the reference agents as a service of the stack, registered on the site
   if [ "$KUBE" = 1 ]; then kube_play agents; else compose --profile check up -d agents >/dev/null; fi
-  local deadline=$((SECONDS + 120))
+  # four agent servers start one after another: minutes on a busy two-core machine
+  local deadline=$((SECONDS + 420))
   until podman logs "$AGENTS_CONTAINER" 2>&1 | grep -q "agents ready"; do
     [ $SECONDS -lt $deadline ] || { podman logs "$AGENTS_CONTAINER" >&2; fail "the reference agents did not start"; }
     sleep 1
