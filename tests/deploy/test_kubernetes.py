@@ -9,6 +9,7 @@ the real kube-apiserver, nothing created). ``scripts/deploy_check.sh --kube`` ru
 
 from __future__ import annotations
 
+import copy
 import shutil
 import subprocess
 import sys
@@ -274,59 +275,53 @@ def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, ok: bool = 
 
 @pytest.mark.k8s
 @pytest.mark.root
+@pytest.mark.slow
 def test_api_server_accepts_every_rendering_in_a_server_side_dry_run(
     api_server: Path, kube_tree: Path
 ) -> None:
-    """``kubectl apply --dry-run=server`` of the base, the production overlay and the
-    production overlay with external services, each in a scratch namespace (an overlay's own
-    Namespace object is left out: a dry run creates nothing for the others to land in)."""
-    namespace = f"deploy-check-{uuid.uuid4().hex[:8]}"
-    _kubectl(api_server, "create", "namespace", namespace)
-    try:
-        renderings = {
-            "base": kube_tree / "base",
-            "production": kube_tree / "overlays" / "production",
-            "external": _external(kube_tree),
-            "check": ROOT / "scripts" / "deploy" / "kube-check",
-        }
-        for label, directory in renderings.items():
-            documents = []
-            for document in _kustomize(directory):
-                if document["kind"] == "Namespace":
-                    continue
-                document["metadata"]["namespace"] = namespace
+    """``kubectl apply --dry-run=server`` of the production overlay (the base with everything
+    an operator adds), the production overlay with external services and the check overlay,
+    each in a scratch namespace of its own, in one request stream (an overlay's own Namespace
+    object is left out: a dry run creates nothing for the others to land in). One misspelt
+    copy of the web Deployment rides along and must be the only object refused: the dry run
+    does validate."""
+    tag = uuid.uuid4().hex[:8]
+    renderings = {
+        "production": kube_tree / "overlays" / "production",
+        "external": _external(kube_tree),
+        "check": ROOT / "scripts" / "deploy" / "kube-check",
+    }
+    namespaces = {label: f"deploy-{label}-{tag}" for label in renderings}
+    documents = []
+    for label, directory in renderings.items():
+        for document in _kustomize(directory):
+            if document["kind"] != "Namespace":
+                document["metadata"]["namespace"] = namespaces[label]
                 documents.append(document)
-            out = _kubectl(
-                api_server,
-                "apply",
-                "--dry-run=server",
-                "-n",
-                namespace,
-                "-f",
-                "-",
-                stdin=yaml.safe_dump_all(documents),
-            )
-            applied = [line for line in out.splitlines() if "(server dry run)" in line]
-            assert len(applied) == len(documents), (label, out)
-            assert "deployment.apps/worker-k8s" in out, (label, out)
-            assert ("statefulset.apps/db" in out) == (label != "external"), (label, out)
-        # the dry run does validate: a misspelt field of the web pod is refused
-        broken = _named(_kustomize(kube_tree / "base"), "Deployment", "web")
-        _container(broken)["readynessProbe"] = _container(broken).pop("readinessProbe")
-        refused = _kubectl(
-            api_server,
-            "apply",
-            "--dry-run=server",
-            "-n",
-            namespace,
-            "-f",
-            "-",
-            stdin=yaml.safe_dump(broken),
-            ok=False,
-        )
-        assert 'unknown field "spec.template.spec.containers[0].readynessProbe"' in refused
+    broken = copy.deepcopy(_named(documents, "Deployment", "web"))
+    broken["metadata"]["name"] = "web-misspelt"
+    _container(broken)["readynessProbe"] = _container(broken).pop("readinessProbe")
+    scratch = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
+               for n in namespaces.values()]  # fmt: skip
+    _kubectl(api_server, "create", "-f", "-", stdin=yaml.safe_dump_all(scratch))
+    try:
+        done = subprocess.run(
+            [require_tool("kubectl"), f"--kubeconfig={api_server}", "--request-timeout=60s",
+             "apply", "--dry-run=server", "-f", "-"],
+            input=yaml.safe_dump_all([*documents, broken]),
+            capture_output=True, text=True, timeout=180, check=False,
+        )  # fmt: skip
     finally:
-        _kubectl(api_server, "delete", "namespace", namespace, "--wait=false")
+        _kubectl(api_server, "delete", "namespace", *namespaces.values(), "--wait=false")
+    applied = [line for line in done.stdout.splitlines() if line.endswith("(server dry run)")]
+    assert len(applied) == len(documents), done.stdout + done.stderr
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1, done.stderr
+    assert 'unknown field "spec.template.spec.containers[0].readynessProbe"' in errors[0]
+    # the workers and the StatefulSets of every rendering but the external one
+    assert applied.count("deployment.apps/worker-k8s created (server dry run)") == 3
+    assert applied.count("statefulset.apps/db created (server dry run)") == 2
 
 
 def test_podman_pods_resolve_what_podman_lacks(tmp_path: Path) -> None:
