@@ -5,18 +5,35 @@
 # board over HTTP, and tear everything down. Prints what it timed and the image sizes; exits
 # non-zero on any failure. Run as root on Debian 12.
 #
+# --kube: the same images and round (not the AgentBeats scenarios, which do not depend on how
+# the site is deployed), but the stack is the Kubernetes manifests
+# (deploy/kubernetes/base through the overlay scripts/deploy/kube-check, rendered with
+# `kubectl kustomize`), one pod per workload played by `podman kube play`
+# (scripts/deploy/kube_pods.py resolves what podman lacks: Services, Secrets, StatefulSets).
+#
 # Env: NETARENA_CHECK_APPS (default every registered app: python3 -m evaluator.registry apps), NETARENA_CHECK_QUERIES (default 4 per app),
 #      NETARENA_CHECK_PORT (host port of the web service, default 18000),
 #      NETARENA_DEPLOY_CACHE (base image, podman-compose, settings; default /var/cache/netarena/deploy),
-#      NETARENA_CHECK_KEEP=1 leaves the stack running for inspection.
+#      NETARENA_CHECK_KEEP=1 leaves the stack running for inspection,
+#      NETARENA_KUBE_SUBNET (--kube: the pods' /24, default 10.89.77), KUBECTL (default kubectl).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+KUBE=0
+case "${1:-}" in
+  --kube) KUBE=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--kube]" >&2; exit 2 ;;
+esac
 
 CACHE=${NETARENA_DEPLOY_CACHE:-/var/cache/netarena/deploy}
 APPS=${NETARENA_CHECK_APPS:-$(python3 -m evaluator.registry apps)}
 QUERIES=${NETARENA_CHECK_QUERIES:-4}
 PORT=${NETARENA_CHECK_PORT:-18000}
 PROJECT=netarena-check
+KUBE_SUBNET=${NETARENA_KUBE_SUBNET:-10.89.77}
+KUBE_PREFIX=netarena-kube-
+KUBECTL=${KUBECTL:-kubectl}
+BASE_URL="http://127.0.0.1:$PORT"
 K8S_BIN=${NETARENA_K8S_BIN:-/var/cache/netarena/k8s/v1.33.13/bin}
 mkdir -p "$CACHE"
 
@@ -38,8 +55,10 @@ install_tools() {
   # containernetworking-plugins + its dnsname plugin: compose service names (db, redis, web)
   # resolve on the project network only with dnsname; podman does not pull it in
   # (--no-install-recommends), so without it a fresh machine's containers cannot find db.
+  # catatonit: podman builds the pause image of its pods (--kube) from it when no registry
+  # serves one.
   for pkg in podman containernetworking-plugins golang-github-containernetworking-plugin-dnsname \
-             debootstrap fuse-overlayfs uidmap runc bc curl python3-venv; do
+             debootstrap fuse-overlayfs uidmap runc catatonit bc curl python3-venv; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
   done
   if [ ${#need[@]} -gt 0 ]; then
@@ -130,18 +149,21 @@ EOF
 wait_ready() {  # until /readyz is 200 (web, database, broker and a worker on every queue)
   local deadline=$((SECONDS + 600)) code
   while :; do
-    code=$(curl -s -o "$CACHE/readyz.txt" -w '%{http_code}' "http://127.0.0.1:$PORT/readyz" || true)
+    code=$(curl -s -o "$CACHE/readyz.txt" -w '%{http_code}' "$BASE_URL/readyz" || true)
     [ "$code" = 200 ] && return 0
     [ $SECONDS -lt $deadline ] || { cat "$CACHE/readyz.txt" >&2; fail "/readyz answered $code for 10 minutes"; }
     sleep 3
   done
 }
 
+WEB_CONTAINER="${PROJECT}_web_1"
+AGENTS_CONTAINER="${PROJECT}_agents_1"
 serve_agents() {  # the reference agents as a service of the stack, registered on the site
-  compose --profile check up -d agents >/dev/null
-  local deadline=$((SECONDS + 120))
-  until podman logs "${PROJECT}_agents_1" 2>&1 | grep -q "agents ready"; do
-    [ $SECONDS -lt $deadline ] || { podman logs "${PROJECT}_agents_1" >&2; fail "the reference agents did not start"; }
+  if [ "$KUBE" = 1 ]; then kube_play agents; else compose --profile check up -d agents >/dev/null; fi
+  # four agent servers start one after another: minutes on a busy two-core machine
+  local deadline=$((SECONDS + 420))
+  until podman logs "$AGENTS_CONTAINER" 2>&1 | grep -q "agents ready"; do
+    [ $SECONDS -lt $deadline ] || { podman logs "$AGENTS_CONTAINER" >&2; fail "the reference agents did not start"; }
     sleep 1
   done
 }
@@ -149,14 +171,14 @@ serve_agents() {  # the reference agents as a service of the stack, registered o
 run_round() {  # an admin starts the round on the site; the workers run it
   local password
   password=$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')
-  podman exec -e DJANGO_SUPERUSER_PASSWORD="$password" "${PROJECT}_web_1" \
+  podman exec -e DJANGO_SUPERUSER_PASSWORD="$password" "$WEB_CONTAINER" \
     python manage.py createsuperuser --noinput --username check-admin --email admin@example.org >/dev/null
-  python3 scripts/deploy/start_round.py "http://127.0.0.1:$PORT" check-admin "$password" \
+  python3 scripts/deploy/start_round.py "$BASE_URL" check-admin "$password" \
     "$APPS" "$QUERIES" 1500 | tee "$CACHE/round.log"
 }
 
 read_board() {  # the oracle is first and fully correct on every app, over HTTP
-  curl -fsS -H "X-Forwarded-Proto: https" "http://127.0.0.1:$PORT/api/v1/leaderboard/" \
+  curl -fsS -H "X-Forwarded-Proto: https" "$BASE_URL/api/v1/leaderboard/" \
     > "$CACHE/board.json" || fail "GET /api/v1/leaderboard/"
   python3 - "$CACHE/board.json" "$APPS" <<'EOF'
 import json, sys
@@ -214,7 +236,67 @@ run_scenarios() {
 
 teardown() {
   [ "${NETARENA_CHECK_KEEP:-0}" = 1 ] && return 0
-  compose --profile check down -v >/dev/null 2>&1 || true
+  if [ "$KUBE" = 1 ]; then kube_down; else compose --profile check down -v >/dev/null 2>&1 || true; fi
+}
+
+# --- the stack as Kubernetes pods (--kube) ----------------------------------------------------
+KUBE_DIR="$CACHE/kube"
+kube_render() {  # the manifests, then one pod file per workload (the secrets inlined: mode 0700)
+  kube_down  # what a kept (NETARENA_CHECK_KEEP=1) run left
+  rm -rf "$KUBE_DIR" && mkdir -m 700 "$KUBE_DIR"
+  "$KUBECTL" kustomize scripts/deploy/kube-check > "$KUBE_DIR/manifests.yaml"
+  # every registered queue has a consumer among the rendered Deployments (the image's Python)
+  podman run --rm --network none -v "$KUBE_DIR/manifests.yaml:/tmp/manifests.yaml:ro" \
+    localhost/netarena:latest python -m config.workers check /tmp/manifests.yaml
+  { grep -E '^(DJANGO_SECRET_KEY|NETARENA_SECRET_ENCRYPTION_KEY|NETARENA_QUERY_ID_KEY|POSTGRES_PASSWORD|NETARENA_CHECK_APPS)=' "$CACHE/check.env"
+    echo "DATABASE_URL=postgres://netarena:$(sed -n 's/^POSTGRES_PASSWORD=//p' "$CACHE/check.env")@db:5432/netarena"
+  } > "$KUBE_DIR/secrets.env"
+  "$CACHE/venv/bin/python" scripts/deploy/kube_pods.py "$KUBE_DIR/manifests.yaml" "$KUBE_DIR/pods" \
+    "$KUBE_SUBNET" "$KUBE_PREFIX" --secret "netarena-secrets=$KUBE_DIR/secrets.env" > "$KUBE_DIR/plan.txt"
+  sed 's/^/  /' "$KUBE_DIR/plan.txt" >&2
+  BASE_URL="http://$(awk '$1 == "web" {print $3}' "$KUBE_DIR/plan.txt"):8000"
+  WEB_CONTAINER="${KUBE_PREFIX}web-web"
+  AGENTS_CONTAINER="${KUBE_PREFIX}agents-agents"
+}
+
+kube_play() {  # kube_play WORKLOAD...: play their pods at their addresses
+  local workload line pod ip file volume
+  for workload in "$@"; do
+    line=$(awk -v w="$workload" '$1 == w' "$KUBE_DIR/plan.txt")
+    read -r _ pod ip file _ <<<"$line"
+    for volume in $(echo "$line" | cut -d' ' -f5-); do
+      podman volume exists "$volume" || podman volume create "$volume" >/dev/null
+    done
+    podman kube play --network "${KUBE_PREFIX}net" --ip "$ip" "$file" >"$KUBE_DIR/play-$workload.log" 2>&1 \
+      || { cat "$KUBE_DIR/play-$workload.log" >&2; fail "podman kube play $workload ($pod)"; }
+  done
+}
+
+kube_up() {  # the network, PostgreSQL and Redis; once the database answers, the rest but agents
+  podman network exists "${KUBE_PREFIX}net" \
+    || podman network create --subnet "$KUBE_SUBNET.0/24" "${KUBE_PREFIX}net" >/dev/null
+  kube_play db redis
+  local deadline=$((SECONDS + 120)) rest
+  until podman exec "${KUBE_PREFIX}db-postgres" pg_isready -U netarena -d netarena >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || { podman logs "${KUBE_PREFIX}db-postgres" >&2; fail "PostgreSQL did not start"; }
+    sleep 1
+  done
+  rest=$(awk '$1 != "db" && $1 != "redis" && $1 != "agents" {print $1}' "$KUBE_DIR/plan.txt")
+  # shellcheck disable=SC2086 # one workload per word
+  kube_play $rest
+}
+
+kube_down() {  # every pod, volume and the network of the plan
+  local pod volume
+  [ -f "$KUBE_DIR/plan.txt" ] || return 0
+  awk '{print $2}' "$KUBE_DIR/plan.txt" | while read -r pod; do
+    if podman pod exists "$pod"; then podman pod rm -f -t 30 "$pod" >/dev/null 2>&1 || true; fi
+  done
+  for volume in $(cut -d' ' -f5- "$KUBE_DIR/plan.txt" | tr ' ' '\n' | sort -u); do
+    if podman volume exists "$volume"; then podman volume rm -f "$volume" >/dev/null 2>&1 || true; fi
+  done
+  if podman network exists "${KUBE_PREFIX}net"; then podman network rm -f "${KUBE_PREFIX}net" >/dev/null 2>&1 || true; fi
+  rm -rf "$KUBE_DIR/pods" "$KUBE_DIR/secrets.env"
 }
 
 report() {
@@ -234,15 +316,22 @@ timed "image redis" build localhost/netarena-check-redis:latest -f scripts/deplo
 timed "image postgres" build localhost/netarena-check-postgres:latest -f scripts/deploy/postgres.Containerfile scripts/deploy
 timed "image runtime" build netarena:latest --target runtime .
 timed "image worker-k8s" build netarena-k8s:latest --target worker-k8s .
-timed "image green" build localhost/netarena-green:latest --target green .
-timed "image reference-oracle" build localhost/netarena-reference-oracle:latest --target reference-oracle .
+if [ "$KUBE" = 0 ]; then  # the AgentBeats scenarios' images (--kube checks the manifests only)
+  timed "image green" build localhost/netarena-green:latest --target green .
+  timed "image reference-oracle" build localhost/netarena-reference-oracle:latest --target reference-oracle .
+fi
 write_env
 trap 'teardown; report' EXIT
-compose --profile check down -v >/dev/null 2>&1 || true
-timed "stack up" compose up -d
+if [ "$KUBE" = 1 ]; then
+  timed "manifests rendered" kube_render
+  timed "pods played" kube_up
+else
+  compose --profile check down -v >/dev/null 2>&1 || true
+  timed "stack up" compose up -d
+fi
 timed "ready (/readyz 200)" wait_ready
 timed "agents served, registered" serve_agents
 timed "round ($APPS x $QUERIES)" run_round
 timed "board over HTTP" read_board
-run_scenarios
+[ "$KUBE" = 1 ] || run_scenarios
 echo "deploy_check: OK"

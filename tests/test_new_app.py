@@ -5,9 +5,9 @@ The app is :class:`evaluator.testing.GuessApp` (a test fixture, never shipped), 
 with :func:`evaluator.testing.registered_app` for the duration of each test. Covered here: the
 ``evaluate`` CLI (against a reference agent over real HTTP) and its result file, the site's
 board, the agent pre-flight and the submission form, the Gymnasium environment, the SFT
-export, the deployment's worker check, and the AgentBeats green agent (``serve_green --app``
-offers it; an assessment with the generic config keys runs to completion against a purple
-agent over A2A). Everything runs in process, in a few seconds.
+export, the deployment's worker check (compose and Kubernetes), and the AgentBeats green
+agent (``serve_green --app`` offers it; an assessment with the generic config keys runs to
+completion against a purple agent over A2A). Everything runs in process, in a few seconds.
 """
 
 from __future__ import annotations
@@ -23,7 +23,16 @@ import yaml
 from django.contrib.auth.models import User
 
 from accounts import services as team_services
-from config.workers import COMPOSE_FILE, REST, compose_consumers, compose_problems
+from config.workers import (
+    COMPOSE_FILE,
+    KUBE_WORKERS_FILE,
+    REST,
+    compose_consumers,
+    compose_problems,
+    consumer_problems,
+    kube_consumers,
+    kube_workers_text,
+)
 from evaluator.cli import main as evaluate_main
 from evaluator.reference.agents import make_served_agent
 from evaluator.reference.server import build_asgi_app, serve_in_thread
@@ -143,6 +152,13 @@ def test_the_deployment_consumes_its_queue_with_no_change() -> None:
     serving = [name for name, queues in consumers.items() if NEW in queues]
     assert len(serving) == 1
     assert compose["services"][serving[0]]["environment"]["NETARENA_WORKER_QUEUES"] == REST
+    # the Kubernetes workers too: the shipped file is still the generator's output and its
+    # catch-all Deployment consumes the new queue
+    workers_text = KUBE_WORKERS_FILE.read_text()
+    assert workers_text == kube_workers_text(compose)
+    kube = kube_consumers(list(yaml.safe_load_all(workers_text)))
+    assert consumer_problems(kube) == []
+    assert [name for name, queues in kube.items() if NEW in queues] == serving
 
 
 def test_the_green_agent_serves_it_with_the_generic_config_keys(tmp_path: Path) -> None:
