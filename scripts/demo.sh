@@ -12,13 +12,18 @@ export CELERY_RESULT_BACKEND=$CELERY_BROKER_URL
 # API throttle counters shared by every web process: database 1 of the same Redis.
 export NETARENA_CACHE_URL=${CELERY_BROKER_URL%/*}/1
 export NETARENA_ORACLE_VAULT_DIR=$PWD/var/vault
+PY=.venv/bin/python
+# The agent's kubectl: the one on PATH, else the one setup.sh built into the binary cache.
+if [ -z "${NETARENA_KUBECTL:-}" ] && ! command -v kubectl >/dev/null 2>&1; then
+  kubectl=$($PY -c 'from apps.k8s.cluster.config import ClusterConfig; print(ClusterConfig().bin_dir / "kubectl")')
+  if [ -x "$kubectl" ]; then export NETARENA_KUBECTL=$kubectl; fi
+fi
 # Every registered app unless NETARENA_DEMO_APPS names some (the registry is the only list).
 export NETARENA_DEMO_APPS=${NETARENA_DEMO_APPS:-$(.venv/bin/python -c 'from evaluator.registry import app_ids; print(",".join(app_ids()))')}
 export NETARENA_DEMO_QUERIES=${NETARENA_DEMO_QUERIES:-12}
 # On this one machine, teams may register agents served on loopback (e.g. `manage.py serve_agent
 # ... --port 8080`); a public site leaves NETARENA_TEAM_AGENT_NETWORKS empty.
 export NETARENA_TEAM_AGENT_NETWORKS=${NETARENA_TEAM_AGENT_NETWORKS:-127.0.0.0/8}
-PY=.venv/bin/python
 # Held-out packs: a fresh copy of the repository's test packs for this run, stamped so that
 # its digest is new. They are sealed when the round starts and spent when it closes (one fresh
 # pack per app per round: docs/operating-rounds.md); a real site keeps its packs private.
