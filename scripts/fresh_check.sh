@@ -107,9 +107,11 @@ cp scripts/fresh_check_inside.sh "$ROOT/fresh/inside.sh"
 podman rm -f "$NAME" >/dev/null 2>&1 || true
 log "podman run --privileged --rootfs $ROOT (network namespace of its own, host cgroups)"
 status=0
-# The host's open-file limit (containers.conf sets a low default that Celery and etcd outgrow).
+# The host's open-file limit (containers.conf's 1024 is low for Celery, etcd and the apiserver).
+# runc refuses to start when one limit is overridden alone, or nproc above 32768 ("error setting
+# rlimit ... operation not permitted" on this host), so both are given.
 podman run --rm --name "$NAME" --privileged --cgroupns=host --hostname fresh \
-  --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" \
+  --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit nproc=32768:32768 \
   "${MOUNTS[@]}" "${RUN_ENV[@]}" --rootfs "$ROOT" /bin/bash /fresh/inside.sh \
   2>&1 | tee "$WORK/fresh_check.log" || status=$?
 rm -rf "$WORK/last-run"; cp -r "$ROOT/fresh" "$WORK/last-run" 2>/dev/null || true
