@@ -102,6 +102,11 @@ if [ -n "${FRESH_APT_CACHE:-}" ]; then
   log "apt: .deb files cached in $FRESH_APT_CACHE are reused (FRESH_APT_CACHE)"
 fi
 [ ! -d /lib/modules ] || MOUNTS+=(-v /lib/modules:/lib/modules:ro)
+# The host's cgroup hierarchy (with --cgroupns=host): the MALT sandbox caps agent code with a
+# memory and pids group under its own cgroup, the path /proc/self/cgroup names. podman's own
+# /sys/fs/cgroup shows only the container's subtree at the root, so that path would not exist
+# there and the worker refuses to start ("no memory limit can be enforced for agent code").
+MOUNTS+=(-v /sys/fs/cgroup:/sys/fs/cgroup)
 
 cp scripts/fresh_check_inside.sh "$ROOT/fresh/inside.sh"
 podman rm -f "$NAME" >/dev/null 2>&1 || true
