@@ -54,10 +54,26 @@ PYTHONWARNINGS="ignore:You're running the worker with superuser privileges" \
 .venv/bin/celery --quiet -A config worker -B --schedule "$RUN/celerybeat-schedule" \
   -Q "$($PY -m evaluator.registry queues)" --concurrency 2 --loglevel WARNING \
   --logfile "$RUN/celery.log" &
-PIDS="$PIDS $!"
+WORKER=$!
+PIDS="$PIDS $WORKER"
 # Reference agents, each on its own loopback port (see `manage.py demo_round --help`).
+rm -f "$RUN/agents.pids"
 $PY manage.py demo_round --serve-agents --close --apps "$NETARENA_DEMO_APPS" \
-  --queries "$NETARENA_DEMO_QUERIES" --pidfile "$RUN/agents.pids"
+  --queries "$NETARENA_DEMO_QUERIES" --pidfile "$RUN/agents.pids" &
+ROUND=$!
+PIDS="$PIDS $ROUND"
+# The worker refuses to start when this host cannot run an app (its log says why, e.g. no
+# cgroup for MALT's sandbox): stop then, instead of waiting for the round's timeout.
+while kill -0 "$ROUND" 2>/dev/null; do
+  if ! kill -0 "$WORKER" 2>/dev/null; then
+    PIDS="$PIDS $(cat "$RUN/agents.pids" 2>/dev/null || true)"
+    echo "demo: the Celery worker exited before the round finished; $RUN/celery.log says:" >&2
+    tail -n 5 "$RUN/celery.log" >&2
+    exit 1
+  fi
+  sleep 2
+done
+wait "$ROUND"
 PIDS="$PIDS $(cat "$RUN/agents.pids")"
 echo "demo: the leaderboard is at http://localhost:8000/ (Ctrl-C stops everything)"
 echo "demo: e-mails (a team's finished submissions) are written to $RUN/celery.log"
