@@ -84,7 +84,8 @@ if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
 fi
 [ -z "${FRESH_DEMO_APPS:-}" ] || RUN_ENV+=(-e "NETARENA_DEMO_APPS=$FRESH_DEMO_APPS")
 [ -z "${FRESH_DEMO_QUERIES:-}" ] || RUN_ENV+=(-e "NETARENA_DEMO_QUERIES=$FRESH_DEMO_QUERIES")
-RUN_ENV+=(-e "FRESH_DEMO_TIMEOUT=${FRESH_DEMO_TIMEOUT:-14400}" -e "FRESH_COMMIT=$commit")
+# Unbuffered: the round's progress reaches the log as it would reach a terminal.
+RUN_ENV+=(-e "FRESH_DEMO_TIMEOUT=${FRESH_DEMO_TIMEOUT:-14400}" -e "FRESH_COMMIT=$commit" -e PYTHONUNBUFFERED=1)
 
 MOUNTS=()
 if [ -n "${FRESH_K8S_CACHE:-}" ]; then

@@ -123,7 +123,7 @@ report() {
   fi
   find /var/cache/netarena/k8s/ -path '*/bin/*' -printf '   %p %s bytes\n' 2>/dev/null
   echo "-- Go: toolchain $(ls -d /var/cache/netarena/go/toolchain/* 2>/dev/null || echo 'none fetched'); modules $(du -sh /var/cache/netarena/go/mod 2>/dev/null | cut -f1 || echo -) ($(find /var/cache/netarena/go/mod/cache/download -name '*.zip' 2>/dev/null | wc -l) module zips); build cache $(du -sh /var/cache/netarena/go/build 2>/dev/null | cut -f1 || echo -)"
-  echo "-- kubectl the demo used: $(grep -o 'NETARENA_KUBECTL=[^ ]*' "$R/demo.log" | head -1 || true)$(command -v kubectl || true)"
+  echo "-- kubectl: on PATH: $(command -v kubectl || echo 'none, so the demo set NETARENA_KUBECTL to the binary cache'\''s')"
   echo "-- other downloads: /root/.cache $(du -sh /root/.cache 2>/dev/null | cut -f1 || echo none); apt archives $(du -sh /var/cache/apt/archives 2>/dev/null | cut -f1)${FRESH_APT_FROM_CACHE:+ (reused from FRESH_APT_CACHE=$FRESH_APT_FROM_CACHE)}"
   echo
   say "steps"
