@@ -17,7 +17,8 @@
 # Env:   NETARENA_K8S_BIN   cache dir (default /var/cache/netarena/k8s/$K8S_VERSION/bin)
 #        NETARENA_GO_CACHE  Go module and build caches (default /var/cache/netarena/go)
 #        NETARENA_K8S_DOWNLOAD=1  download official release binaries instead of building
-#        GO                 go command (default: go on PATH, else /usr/local/go/bin/go)
+#        GO                 go command (default: go on PATH, else /usr/local/go/bin/go, else the
+#                           toolchain NETARENA_GO_VERSION (1.26.8) fetched from the module proxy)
 #        GO_BUILD_P         parallelism of go build (default 2)
 #        NETARENA_K8S_KUBECTL=1  build kubectl too (the k8s worker image has no other kubectl;
 #                           a development machine uses the kubectl on its PATH)
@@ -37,8 +38,14 @@ GO_CACHE_ROOT="${NETARENA_GO_CACHE:-/var/cache/netarena/go}"
 WORK_ROOT="${GO_CACHE_ROOT}/wrappers"
 GO_BUILD_P="${GO_BUILD_P:-2}"
 
+# Without a go (a fresh machine: Debian 12's golang is too old for Kubernetes anyway), the first
+# build fetches the toolchain from the module proxy (module golang.org/toolchain, as the
+# Dockerfile's k8s-binaries stage does) into $GO_CACHE_ROOT/toolchain; a cached run needs none.
+GO_VERSION="${NETARENA_GO_VERSION:-1.26.8}"
 if [[ -z "${GO:-}" ]]; then
-    if command -v go >/dev/null 2>&1; then GO="$(command -v go)"; else GO=/usr/local/go/bin/go; fi
+    if command -v go >/dev/null 2>&1; then GO="$(command -v go)"
+    elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
+    else GO=""; fi
 fi
 
 export GOMODCACHE="${GO_CACHE_ROOT}/mod"
@@ -51,8 +58,26 @@ export GOFLAGS="-mod=mod -buildvcs=false"
 # variable, go's own env file or its built-in default); its first entry also serves the .mod and
 # .info files read below with curl. Resolved lazily, so a cached run needs no go at all.
 PROXY=""
+ensure_go() {
+    [[ -n "$GO" ]] && return 0
+    local dir="$GO_CACHE_ROOT/toolchain/go$GO_VERSION" proxy="${GOPROXY:-https://proxy.golang.org}" tmp
+    proxy="${proxy%%[,|]*}"
+    if [[ ! -x "$dir/bin/go" ]]; then
+        log "no go on PATH: fetching the Go $GO_VERSION toolchain from $proxy (golang.org/toolchain)"
+        tmp="$(mktemp -d)"
+        download "$proxy/golang.org/toolchain/@v/v0.0.1-go${GO_VERSION}.linux-amd64.zip" "$tmp/go.zip"
+        python3 -m zipfile -e "$tmp/go.zip" "$tmp/x"
+        rm -rf "$dir" && mkdir -p "$(dirname "$dir")"
+        mv "$tmp/x/golang.org/toolchain@v0.0.1-go${GO_VERSION}.linux-amd64" "$dir"
+        chmod +x "$dir"/bin/* "$dir"/pkg/tool/*/*
+        rm -rf "$tmp"
+    fi
+    GO="$dir/bin/go"
+    log "go: $("$GO" version) ($dir)"
+}
 module_proxy() {
     [[ -n "$PROXY" ]] && return 0
+    ensure_go
     local list
     list="$("$GO" env GOPROXY)" || { log "cannot run '$GO env GOPROXY'"; exit 1; }
     PROXY="${list%%[,|]*}"
@@ -197,7 +222,7 @@ build_etcd() {
 main() {
     local parts=("$@") part start=$SECONDS
     [[ ${#parts[@]} -eq 0 ]] && parts=(etcd kubernetes)
-    log "go: $("$GO" version); bin dir: $BIN_DIR; caches: $GO_CACHE_ROOT"
+    log "go: ${GO:-none on PATH (fetched if a build needs it)}; bin dir: $BIN_DIR; caches: $GO_CACHE_ROOT"
     for part in "${parts[@]}"; do
         case "$part" in
             etcd) build_etcd ;;

@@ -15,18 +15,24 @@
 #      NETARENA_CHECK_PORT (host port of the web service, default 18000),
 #      NETARENA_DEPLOY_CACHE (base image, podman-compose, settings; default /var/cache/netarena/deploy),
 #      NETARENA_CHECK_KEEP=1 leaves the stack running for inspection,
-#      NETARENA_KUBE_SUBNET (--kube: the pods' /24, default 10.89.77), KUBECTL (default kubectl).
+#      NETARENA_KUBE_SUBNET (--kube: the pods' /24, default 10.89.77), KUBECTL (default kubectl),
+#      NETARENA_CHECK_SCENARIOS (the AgentBeats scenarios run, default malt:7,route:30).
+# --tools-only (or NETARENA_CHECK_TOOLS_ONLY=1): only the tool step (podman, runc, CNI with
+#      dnsname, debootstrap, podman-compose, containers.conf under NETARENA_DEPLOY_CACHE), then
+#      exit; scripts/fresh_check.sh runs it on a fresh machine, and uses it on the host.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KUBE=0
+TOOLS_ONLY=${NETARENA_CHECK_TOOLS_ONLY:-0}
 case "${1:-}" in
   --kube) KUBE=1 ;;
+  --tools-only) TOOLS_ONLY=1 ;;
   "") ;;
-  *) echo "usage: $0 [--kube]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--kube | --tools-only]" >&2; exit 2 ;;
 esac
-
 CACHE=${NETARENA_DEPLOY_CACHE:-/var/cache/netarena/deploy}
-APPS=${NETARENA_CHECK_APPS:-$(python3 -m evaluator.registry apps)}
+# Read after the tool step, which installs python3 on a machine that has none yet.
+APPS=${NETARENA_CHECK_APPS:-}
 QUERIES=${NETARENA_CHECK_QUERIES:-4}
 PORT=${NETARENA_CHECK_PORT:-18000}
 PROJECT=netarena-check
@@ -310,6 +316,11 @@ report() {
 
 export CONTAINERS_CONF="$CACHE/containers.conf"
 timed "install tools" install_tools
+if [ "$TOOLS_ONLY" = 1 ]; then
+  echo "deploy_check: tools ready ($(podman --version); containers.conf: $CONTAINERS_CONF)"
+  exit 0
+fi
+[ -n "$APPS" ] || APPS=$(python3 -m evaluator.registry apps)
 timed "base image" base_image
 timed "build contexts (k8s bins)" build_contexts
 timed "image redis" build localhost/netarena-check-redis:latest -f scripts/deploy/redis.Containerfile scripts/deploy

@@ -50,5 +50,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 if [ "${WITH_K8S:-0}" = "1" ] && [ -x scripts/build_k8s.sh ]; then
-  scripts/build_k8s.sh
+  # The agent's commands run the real kubectl: without one on PATH (a fresh machine), it is
+  # built with the cluster's binaries into the same cache (scripts/demo.sh points
+  # NETARENA_KUBECTL at it).
+  kubectl_too=0
+  command -v kubectl >/dev/null 2>&1 || kubectl_too=1
+  NETARENA_K8S_KUBECTL=${NETARENA_K8S_KUBECTL:-$kubectl_too} scripts/build_k8s.sh
 fi
