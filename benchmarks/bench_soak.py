@@ -47,7 +47,7 @@ The report
     injected), else 0.
 
 Usage (root, like the apps' episodes; the venv's real interpreter for the MALT sandbox):
-    nice -n 10 /work/main/.venv/bin/python benchmarks/bench_soak.py [--episodes 1000]
+    nice -n 10 .venv/bin/python benchmarks/bench_soak.py [--episodes 1000]
         [--mix malt=4,route=1,k8s=1] [--run-dir /tmp/soak-run] [--redis-port 6397]
         [--pg-port 5447] [--timeout-s 3600] [--keep-services]
 A quick run: ``--episodes 100``. Logs (workers, agents, services) stay in ``--run-dir``.

@@ -1,5 +1,5 @@
 """A new app costs one registry line: a toy app registered from the test tree, and nothing else
-changed, is accepted by every consumer of the registry (issue 33).
+changed, is accepted by every consumer of the registry.
 
 The app is :class:`evaluator.testing.GuessApp` (a test fixture, never shipped), registered
 with :func:`evaluator.testing.registered_app` for the duration of each test. Covered here: the

@@ -4,7 +4,7 @@ pack writes its healthy policies from one exposed batch (prompts and ground trut
 After a practice submission on a spent pack a team sees each query's prompt and ground truth:
 for k8s the intended connectivity (``expected``, ``[[src, dst, "TCP/port"], ...]``) and the
 healthy version of every policy the query changed (``repair``, ``baseline``). This agent learns
-from exactly that (issue 30, item 4), then restores a fresh query's own healthy set; on a
+from exactly that, then restores a fresh query's own healthy set; on a
 statement it cannot read it plays the scripted agent (:mod:`apps.k8s.scripted`).
 
 The rule (:class:`K8sLearner`):

@@ -1,6 +1,6 @@
 """The k8s *scripted* agent: the strongest program without a model and without the ground truth
 that its authors could write against the public generator (:mod:`apps.k8s.queries`), used to
-measure the benchmark (issue 21: a script must not top the board).
+measure the benchmark (a script must not top the board).
 
 What it knows and uses: every public query starts from the one public healthy NetworkPolicy
 set (:func:`apps.k8s.manifests.healthy_policies`) and its faults (paper Table 6: RI, AI, CP,

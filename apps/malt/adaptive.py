@@ -4,7 +4,7 @@ After a practice submission a team sees, per episode, the prompt and (once the p
 the query's ground truth: here the operation program with every node resolved
 (:mod:`apps.malt.operations`). This agent learns from exactly that and nothing else, then
 answers fresh queries of the same pack. It measures how much one exposure of a held-out pack
-is worth to a team that scripts against it (issue 30, item 4): the benchmark stays honest only
+is worth to a team that scripts against it: the benchmark stays honest only
 while a pack is unseen.
 
 The rule (:class:`MaltLearner`):

@@ -3,8 +3,8 @@
 After a practice submission on a spent pack a team sees each query's prompt and ground truth:
 for route the injected faults, each with its ``inject`` and ``repair`` commands (``{p}`` for
 the episode's node-name prefix) and the machine it sits on. This agent learns from exactly
-that, then diagnoses fresh queries of the same pack from what its commands show (issue 30,
-item 4); on anything else it plays the scripted agent (:mod:`apps.route.scripted`).
+that, then diagnoses fresh queries of the same pack from what its commands show;
+on anything else it plays the scripted agent (:mod:`apps.route.scripted`).
 
 The rule (:func:`learn_kind`, per exposed fault whose injection uses ``ip``):
 

@@ -1,4 +1,4 @@
-"""An A2A agent card's JSON-RPC endpoint obeys the registered URL's rules (issue 30): the
+"""An A2A agent card's JSON-RPC endpoint obeys the registered URL's rules: the
 address rules and the team agents' port set, in episodes and in the pre-flight alike."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Password guessing and reset e-mail are limited (issue 30, accounts.login_limits): the log-in
+"""Password guessing and reset e-mail are limited (accounts.login_limits): the log-in
 page, the admin's and the API's token endpoint refuse a client after repeated failures; reset
 e-mails are capped per address and per client."""
 

@@ -1,4 +1,4 @@
-"""One person, bounded exposure (issue 30): the daily quota per user across all their teams
+"""One person, bounded exposure: the daily quota per user across all their teams
 and the endpoint a submission's episodes are sent to."""
 
 from __future__ import annotations

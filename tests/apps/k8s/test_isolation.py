@@ -1,4 +1,4 @@
-"""Issue 22, item 2: one namespace cannot break the shared enforcer or slow the others.
+"""One namespace cannot break the shared enforcer or slow the others.
 
 Regression tests for the findings:
 

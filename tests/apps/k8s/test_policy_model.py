@@ -85,7 +85,7 @@ def test_named_ports_resolve_per_destination_in_egress_without_to() -> None:
 
 
 def test_ip_blocks_match_pod_ips_as_the_e2e_suite_expects() -> None:
-    """Issue 22 (c): a pod whose IP is in an ipBlock (and in no except) is selected by it, in
+    """A pod whose IP is in an ipBlock (and in no except) is selected by it, in
     the model and in the compiled table (no RETURN for the pod CIDR any more)."""
     s = Pod("a", "s", "10.244.0.2", {}, (("TCP", 80, ""),))
     d = Pod("a", "d", "10.244.0.3", {}, (("TCP", 80, ""),))
@@ -120,7 +120,7 @@ def test_ip_block_except_and_named_ports_in_egress() -> None:
 
 
 def test_an_unsupported_policy_is_refused_alone_and_fails_closed() -> None:
-    """Issue 22 (a): an IPv6 ipBlock (accepted by the API server) makes that one policy
+    """An IPv6 ipBlock (accepted by the API server) makes that one policy
     refused: its pods stay isolated, nothing of it is admitted, the namespace reports it, and
     the other namespace compiles normally; the table names no IPv6 address."""
     a1 = Pod("a", "a1", "10.244.0.2", {"app": "x"}, (("TCP", 80, ""),))

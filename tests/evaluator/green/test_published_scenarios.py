@@ -1,4 +1,4 @@
-"""The acceptance of issue 32 at full size: NetArena's published route and k8s scenario
+"""At full size: NetArena's published route and k8s scenario
 configs, verbatim (30 NetArena queries each, plus healthy controls), against the green agent
 with the reference oracle (avg_correctness 1.0) and the null agent (0.0).
 
