@@ -7,9 +7,11 @@ missing install step.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -36,6 +38,35 @@ def require_tool(name: str) -> str:
 def require_root() -> None:
     """Skip/fail unless running as root."""
     require(os.geteuid() == 0, "needs root")
+
+
+@contextlib.contextmanager
+def session_cluster(*, kubectl: bool = True) -> Iterator[Any]:
+    """The embedded cluster, up while the context lasts; brought down at the end only when
+    this context started it (another suite's, a worker's or a developer's running cluster is
+    left alone). Yields its :class:`apps.k8s.cluster.config.ClusterConfig`. Skips/fails
+    (:func:`require`) without root, iptables, ipset, the cluster binaries, or ``kubectl``
+    when asked for."""
+    from apps.k8s.cluster.config import ClusterConfig
+    from apps.k8s.cluster.control_plane import Cluster
+
+    require_root()
+    if kubectl:
+        require_tool("kubectl")
+    require_tool("iptables")
+    require_tool("ipset")
+    config = ClusterConfig()
+    missing = config.missing_binaries()
+    require(not missing, f"cluster binaries missing: {missing}; run scripts/build_k8s.sh")
+    cluster = Cluster(config)
+    started_here = not cluster.status().running
+    if started_here:
+        cluster.up()
+    try:
+        yield config
+    finally:
+        if started_here:
+            cluster.down()
 
 
 @pytest.fixture(autouse=True)

@@ -32,7 +32,7 @@ from config.workers import (
 )
 from evaluator.registry import app_ids, worker_queues
 from evaluator.testing import GuessApp, registered_app
-from tests.conftest import require, require_root, require_tool
+from tests.conftest import require_tool, session_cluster
 from tests.deploy.test_deploy import PRIVILEGED_QUEUES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -240,24 +240,10 @@ def test_manifests_render_with_probes_metrics_and_every_setting(kube_tree: Path)
 
 @pytest.fixture(scope="session")
 def api_server() -> Iterator[Path]:
-    """The embedded cluster's admin kubeconfig: the cluster is brought up unless it already
-    runs (the k8s tests' session cluster, a worker's) and brought down at the end only when
-    this fixture started it."""
-    require_root()
-    require_tool("iptables")
-    require_tool("ipset")
-    from apps.k8s.cluster.config import ClusterConfig
-    from apps.k8s.cluster.control_plane import Cluster
-
-    config = ClusterConfig()
-    missing = config.missing_binaries()
-    require(not missing, f"cluster binaries missing: {missing}; run scripts/build_k8s.sh")
-    cluster = Cluster(config)
-    started_here = not cluster.status().running
-    cluster.up()
-    yield config.admin_kubeconfig
-    if started_here:
-        cluster.down()
+    """The embedded cluster's admin kubeconfig, for the session
+    (:func:`tests.conftest.session_cluster`)."""
+    with session_cluster(kubectl=False) as config:
+        yield config.admin_kubeconfig
 
 
 def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, ok: bool = True) -> str:

@@ -248,23 +248,8 @@ def seed_without_controls(app_id: str, config: dict[str, Any]) -> int:
 
 @pytest.fixture(scope="session")
 def k8s_cluster() -> Iterator[None]:
-    """The embedded cluster, up for the session; brought down at the end only when this
-    fixture started it (another suite's or a developer's running cluster is left alone)."""
-    from apps.k8s.cluster.config import ClusterConfig
-    from apps.k8s.cluster.control_plane import Cluster
-    from tests.conftest import require, require_root, require_tool
+    """The embedded cluster, up for the session (:func:`tests.conftest.session_cluster`)."""
+    from tests.conftest import session_cluster
 
-    require_root()
-    require_tool("kubectl")
-    require_tool("iptables")
-    require_tool("ipset")
-    config = ClusterConfig()
-    missing = config.missing_binaries()
-    require(not missing, f"cluster binaries missing: {missing}; run scripts/build_k8s.sh")
-    cluster = Cluster(config)
-    started_here = not cluster.status().running
-    if started_here:
-        cluster.up()
-    yield
-    if started_here:
-        cluster.down()
+    with session_cluster():
+        yield
