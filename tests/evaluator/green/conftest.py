@@ -232,20 +232,6 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:
     return True
 
 
-def seed_without_controls(app_id: str, config: dict[str, Any]) -> int:
-    """The smallest seed whose planned queries for ``config`` include no healthy control
-    (label ``HEALTHY``, on which doing nothing is right): the null agent must then score 0."""
-    from evaluator.green.assessment import plan_queries
-    from evaluator.green.request import parse_config
-
-    app = get_app(app_id)
-    for seed in range(200):
-        planned = plan_queries(app, parse_config(app_id, {**config, "seed": seed}))
-        if all("HEALTHY" not in q.labels for q in planned):
-            return seed
-    raise AssertionError(f"no seed below 200 plans {app_id} {config} without a control")
-
-
 @pytest.fixture(scope="session")
 def k8s_cluster() -> Iterator[None]:
     """The embedded cluster, up for the session (:func:`tests.conftest.session_cluster`)."""
