@@ -6,7 +6,9 @@ public service graph (:data:`apps.k8s.manifests.CALLS`, 16 calls), one of four s
 changing two calls so that no query's graph is the public one:
 
 * ``retire-two`` -- two public calls are retired;
-* ``add-two`` -- two new calls are added;
+* ``add-two`` -- two new calls are added, each from a service that already calls others
+  (a service whose egress is open, one that calls nothing, would keep a new call through
+  the public set: see the last paragraph);
 * ``swap`` -- a caller stops calling one of its services and calls another one instead;
 * ``reroute`` -- a service loses one of its callers and gains another one.
 
@@ -58,9 +60,9 @@ faulted policy and of every service policy (all twelve differ from the public po
 their names, so the oracle must overwrite them), ``baseline`` the call policies no fault
 touched. Public policies not named: ``default-deny`` only, identical in this layout. So
 ``repair`` and ``baseline`` together are the complete healthy set, and the oracle's one apply
-restores it. A script that restores the public set reopens the retired calls, cuts the new
-ones and leaves the call policies (faulted ones included) in place; pruning them leaves the
-public graph, which is never the rework's.
+restores it. A script that restores the public set reopens the retired calls and cuts the
+new ones (their callers' public allow-lists lack them), so mismatches remain; pruning the
+policies the public set lacks then leaves the public graph, which is never the rework's.
 """
 
 from __future__ import annotations
@@ -132,7 +134,8 @@ def draw_rework(rng: random.Random) -> Rework:
     if shape == "retire-two":
         retired = rng.sample(public, 2)
     elif shape == "add-two":
-        candidates = [(c, d) for c in SERVICES for d in SERVICES if _may_call(c, d, calls)]
+        candidates = [(c, d) for c in SERVICES if c in CALLS for d in SERVICES
+                      if _may_call(c, d, calls)]
         added = rng.sample(candidates, 2)
     elif shape == "swap":
         caller, old = rng.choice(public)
