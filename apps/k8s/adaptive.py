@@ -240,9 +240,10 @@ class K8sLearner:
         call, service = self.carried[(side, CALL_POLICY)], self.carried[(side, SERVICE_POLICY)]
         return CALL_POLICY if call > service else SERVICE_POLICY
 
-    def intended(self, prompt: str) -> set[Edge] | None:
-        """The intended edges a fresh prompt states, or None when a line's form is unknown."""
-        lines = statement_lines(prompt)
+    def intended(self, text: str) -> set[Edge] | None:
+        """The intended edges a fresh task text states (``{(src, dst, port)}``), or None when
+        it names no service or a line's form is unknown."""
+        lines = statement_lines(text)
         if not lines:
             return None
         edges: set[Edge] = set()
