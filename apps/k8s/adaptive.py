@@ -9,26 +9,37 @@ statement it cannot read it plays the scripted agent (:mod:`apps.k8s.scripted`).
 
 The rule (:class:`K8sLearner`):
 
-* **Statement forms.** The lines under "Intended connectivity" in the prompt are abstracted:
-  service names (:data:`apps.k8s.manifests.SERVICES`, public) become ``<S>`` slots and numbers
-  ``<I>`` slots. Each line form is mapped to the edges of the ground truth's ``expected`` it
+* **Statement forms.** Every line of the task text that names a service
+  (:data:`apps.k8s.manifests.SERVICES`, public) is abstracted: service names become ``<S>``
+  slots and numbers ``<I>`` slots, wherever the line sits and whatever its shape (a list item,
+  a table row). Each line form is mapped to the edges of the ground truth's ``expected`` it
   states, as ``(caller slot, callee slot, port slot)`` triples (a form that states none maps
   to none).
-* **Policy templates.** Every healthy policy of a service seen in an exposure (``repair``,
-  ``baseline`` and the public healthy set) is abstracted against that example's edges: its
-  ingress rules become one template per caller (the caller's name and the service's port as
-  slots), its egress rules one template per callee, a service that calls nothing keeps its
-  literal egress, and the rest of the policy (name, selector, types) a skeleton with the
-  service's name as slot. The templates every example agrees on are kept (the most seen).
+* **Policy templates.** Every healthy policy seen in an exposure (``repair``, ``baseline``
+  and the public healthy set) is abstracted against that example's edges. A *service policy*
+  (named like the service it selects): its ingress rules become one template per caller (the
+  caller's name and the service's port as slots), its egress rules one template per callee, a
+  service that calls nothing keeps its literal egress, and the rest of the policy (name,
+  selector, types) a skeleton with the service's name as slot. A *call policy* (it names
+  exactly the two ends of one intended call and selects one of them): the whole policy
+  becomes a template with the caller's and callee's names (also inside its name) and the port
+  as slots, on the ingress side when it selects the callee, else on the egress side.
+* **Carriers.** For each side of a call (ingress at the callee, egress at the caller) the
+  learner counts how many of the exposed calls each kind of policy carried; the kind that
+  carried the most is the pack's layout for that side. The templates every example agrees on
+  are kept (the most seen).
 * **Answer.** A fresh prompt whose every statement line has a known form gives the intended
-  edges; the healthy set is the public deny-all policy plus one policy per service built from
-  the templates; it is applied in one ``kubectl apply``; if mismatches remain, policies
-  outside that set are listed and deleted; then ``done`` (``healthy`` on a clean first
-  report).
+  edges; the healthy set is the public deny-all policy, one service policy per service (with
+  the rules of the sides service policies carry) and, for a side carried by call policies,
+  one call policy per intended edge; it is applied in one ``kubectl apply``; if mismatches
+  remain, policies outside that set are listed and deleted; then ``done`` (``healthy`` on a
+  clean first report).
 
 Targets (``benchmarks/bench_difficulty.py --apps k8s --agents oracle,scripted,adaptive
---exposed-pack tests/variant_packs/k8s/heldout-architecture``): at least 80% correct and safe on
-a fresh batch of the exposed pack.
+--exposed-pack A --sealed-pack B`` with the two k8s test packs,
+``tests/variant_packs/k8s/heldout-architecture`` and ``tests/variant_packs/k8s/heldout-layout``,
+either way round): at least 80% correct and safe on a fresh batch of the exposed pack, at most
+20% on levels 2 and 3 of the sealed one.
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ from typing import Any
 
 from evaluator.types import JSON, Query
 
-from apps.k8s import manifests
+from apps.k8s import manifests, prompt
 from apps.k8s.reference import apply_command
 from apps.k8s.scripted import restore_and_prune_reply, scripted_reply
 
@@ -51,14 +62,23 @@ Edge = tuple[str, str, int]
 _SERVICE_RE = re.compile(
     r"(?<![\w-])(" + "|".join(re.escape(s) for s in sorted(manifests.SERVICES, key=len,
                                                            reverse=True)) + r")(?![\w-])")
-_SECTION_RE = re.compile(r"Intended connectivity[^\n]*\n(?P<lines>(?:[-*] [^\n]*\n?)+)")
+#: A service name inside a longer string (a policy name such as ``call-a-to-b``).
+_NAME_PART_RE = re.compile(
+    r"(?<![a-z0-9])(" + "|".join(re.escape(s) for s in sorted(manifests.SERVICES, key=len,
+                                                             reverse=True)) + r")(?![a-z0-9])")
 _CALLER, _PORT, _SELF, _CALLEE, _CPORT = "$caller", "$port", "$self", "$callee", "$callee_port"
+#: A name slot inside a longer string (``$callee`` never matches inside ``$callee_port``).
+_NAME_SLOT_RE = re.compile(r"\$(caller|callee|self)(?!\w)")
+#: Sides of a call and the kinds of policy that may carry them.
+INGRESS, EGRESS, SERVICE_POLICY, CALL_POLICY = "ingress", "egress", "service", "call"
 
 
-def statement_lines(prompt: str) -> list[str]:
-    """The list lines under "Intended connectivity" (``[]`` when the prompt has none)."""
-    match = _SECTION_RE.search(prompt)
-    return [line.strip() for line in match["lines"].splitlines()] if match else []
+def statement_lines(text: str) -> list[str]:
+    """Every line of the task text that names a service, stripped, in order (``[]`` when
+    none does). The task text ends where the episode's namespace line begins, so the first
+    observation's mismatch report is left out."""
+    task = text.split(prompt.NAMESPACE_LINE, 1)[0]
+    return [line.strip() for line in task.splitlines() if _SERVICE_RE.search(line)]
 
 
 def abstract_line(line: str) -> tuple[str, list[str | int]]:
@@ -88,6 +108,8 @@ def _abstract(value: Any, names: dict[str, str], ports: dict[int, str]) -> Any:
         return [_abstract(v, names, ports) for v in value]
     if isinstance(value, str) and value in names:
         return names[value]
+    if isinstance(value, str):
+        return _NAME_PART_RE.sub(lambda m: names.get(m[1], m[1]), value)
     if isinstance(value, int) and not isinstance(value, bool) and value in ports:
         return ports[value]
     return value
@@ -100,7 +122,20 @@ def _fill(value: Any, slots: dict[str, Any]) -> Any:
         return [_fill(v, slots) for v in value]
     if isinstance(value, str) and value in slots:
         return slots[value]
+    if isinstance(value, str):
+        return _NAME_SLOT_RE.sub(lambda m: str(slots.get(m[0], m[0])), value)
     return value
+
+
+def _names_in(value: Any) -> set[str]:
+    """Every service name in the strings of ``value`` (keys left out)."""
+    if isinstance(value, dict):
+        return set().union(*(_names_in(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_names_in(v) for v in value))
+    if isinstance(value, str):
+        return set(_NAME_PART_RE.findall(value))
+    return set()
 
 
 def _key(value: Any) -> str:
@@ -108,10 +143,11 @@ def _key(value: Any) -> str:
 
 
 class K8sLearner:
-    """Learned statement forms and policy templates (module docstring).
+    """Learned statement forms, policy templates and carriers (module docstring).
 
     ``forms``: ``{form: [(caller slot, callee slot, port slot), ...]}``; the template counters
-    map a template's JSON to how many examples showed it.
+    map a template's JSON to how many examples showed it; ``call_templates``: ``{side: that
+    counter}`` of call policies; ``carried``: ``{(side, kind): calls that kind carried}``.
     """
 
     def __init__(self) -> None:
@@ -120,11 +156,15 @@ class K8sLearner:
         self.ingress: Counter[str] = Counter()
         self.egress: Counter[str] = Counter()
         self.no_egress: Counter[str] = Counter()
+        self.call_templates: dict[str, Counter[str]] = {INGRESS: Counter(), EGRESS: Counter()}
+        self.carried: Counter[tuple[str, str]] = Counter()
         self.learned = 0
 
     def __str__(self) -> str:
-        return (f"{len(self.forms)} statement forms, {len(self.skeletons)} policy skeletons "
-                f"from {self.learned} queries")
+        return (f"{len(self.forms)} statement forms, {len(self.skeletons)} policy skeletons, "
+                f"{sum(map(len, self.call_templates.values()))} call-policy templates "
+                f"(ingress by {self.carrier(INGRESS)}, egress by {self.carrier(EGRESS)} "
+                f"policies) from {self.learned} queries")
 
     def learn(self, queries: Iterable[Query]) -> None:
         """Learn from each query's prompt and ground truth (``expected``, ``repair``,
@@ -151,35 +191,59 @@ class K8sLearner:
             self.learned += 1
 
     def _learn_policy(self, policy: Obj, edges: set[Edge]) -> None:
-        """Templates of one healthy service policy (others, e.g. deny-all, are skipped)."""
+        """Templates of one healthy service or call policy (others, e.g. deny-all, are
+        skipped)."""
         spec = policy.get("spec", {})
         selects = spec.get("podSelector", {}).get("matchLabels", {}).get(manifests.APP_LABEL)
         name = policy.get("metadata", {}).get("name")
-        if selects not in manifests.SERVICES or name != selects:
+        if selects in manifests.SERVICES and name == selects:
+            self._learn_service_policy(policy, selects, edges)
             return
+        named = _names_in(policy)
+        calls = [(s, d, p) for s, d, p in edges if {s, d} == named]
+        if len(calls) != 1 or selects not in named:
+            return
+        caller, callee, port = calls[0]
+        side = INGRESS if selects == callee else EGRESS
+        template = _abstract(policy, {caller: _CALLER, callee: _CALLEE}, {port: _PORT})
+        self.call_templates[side][_key(template)] += 1
+        self.carried[(side, CALL_POLICY)] += 1
+
+    def _learn_service_policy(self, policy: Obj, selects: str, edges: set[Edge]) -> None:
+        spec = policy["spec"]
         callers = {s: p for s, d, p in edges if d == selects}
         callees = {d: p for s, d, p in edges if s == selects}
         skeleton = {k: v for k, v in policy.items() if k != "spec"}
         skeleton["spec"] = {k: v for k, v in spec.items() if k not in ("ingress", "egress")}
         self.skeletons[_key(_abstract(skeleton, {selects: _SELF}, {}))] += 1
-        for rule in spec.get("ingress", []):
+        for rule in spec.get("ingress") or []:
             text = _key(rule)
             caller = next((c for c in callers if f'"{c}"' in text), None)
             if caller is not None:
                 self.ingress[_key(_abstract(rule, {caller: _CALLER},
                                             {callers[caller]: _PORT}))] += 1
+                self.carried[(INGRESS, SERVICE_POLICY)] += 1
         if not callees:
             self.no_egress[_key(spec.get("egress", []))] += 1
-        for rule in spec.get("egress", []):
+        for rule in spec.get("egress") or []:
             text = _key(rule)
             callee = next((c for c in callees if f'"{c}"' in text), None)
             if callee is not None:
                 self.egress[_key(_abstract(rule, {callee: _CALLEE},
                                            {callees[callee]: _CPORT}))] += 1
+                self.carried[(EGRESS, SERVICE_POLICY)] += 1
 
-    def intended(self, prompt: str) -> set[Edge] | None:
-        """The intended edges a fresh prompt states, or None when a line's form is unknown."""
-        lines = statement_lines(prompt)
+    def carrier(self, side: str) -> str:
+        """The kind of policy (:data:`SERVICE_POLICY` or :data:`CALL_POLICY`) that carried
+        the most exposed calls on ``side`` (:data:`INGRESS` or :data:`EGRESS`); service
+        policies on a tie."""
+        call, service = self.carried[(side, CALL_POLICY)], self.carried[(side, SERVICE_POLICY)]
+        return CALL_POLICY if call > service else SERVICE_POLICY
+
+    def intended(self, text: str) -> set[Edge] | None:
+        """The intended edges a fresh task text states (``{(src, dst, port)}``), or None when
+        it names no service or a line's form is unknown."""
+        lines = statement_lines(text)
         if not lines:
             return None
         edges: set[Edge] = set()
@@ -192,9 +256,20 @@ class K8sLearner:
         return edges
 
     def healthy_set(self, edges: set[Edge]) -> dict[str, Obj]:
-        """The healthy policies for ``edges``: deny-all, then one per service from the most
-        seen templates (raises ``ValueError`` when a template is missing)."""
-        if not (self.skeletons and self.ingress and self.egress and self.no_egress):
+        """The healthy policies for ``edges``: deny-all, one service policy per service from
+        the most seen templates, then one call policy per edge and side that call policies
+        carry (module docstring).
+
+        Raises:
+            ValueError: a template the learned layout needs was never seen.
+        """
+        by = {side: self.carrier(side) for side in (INGRESS, EGRESS)}
+        needed = [self.skeletons, self.no_egress]
+        needed += [self.ingress if by[INGRESS] == SERVICE_POLICY else
+                   self.call_templates[INGRESS]]
+        needed += [self.egress if by[EGRESS] == SERVICE_POLICY else
+                   self.call_templates[EGRESS]]
+        if not all(needed):
             raise ValueError("nothing learned")
 
         def best(counter: Counter[str]) -> Any:
@@ -205,13 +280,24 @@ class K8sLearner:
             policy = _fill(best(self.skeletons), {_SELF: service})
             callers = sorted((s, p) for s, d, p in edges if d == service)
             callees = sorted((d, p) for s, d, p in edges if s == service)
-            policy["spec"]["ingress"] = [
-                _fill(best(self.ingress), {_CALLER: caller, _PORT: port})
-                for caller, port in callers]
-            policy["spec"]["egress"] = (
-                [_fill(best(self.egress), {_CALLEE: callee, _CPORT: port})
-                 for callee, port in callees] if callees else copy.deepcopy(best(self.no_egress)))
+            if by[INGRESS] == SERVICE_POLICY:
+                policy["spec"]["ingress"] = [
+                    _fill(best(self.ingress), {_CALLER: caller, _PORT: port})
+                    for caller, port in callers]
+            if not callees:
+                policy["spec"]["egress"] = copy.deepcopy(best(self.no_egress))
+            elif by[EGRESS] == SERVICE_POLICY:
+                policy["spec"]["egress"] = [
+                    _fill(best(self.egress), {_CALLEE: callee, _CPORT: port})
+                    for callee, port in callees]
             policies[service] = policy
+        for side in (INGRESS, EGRESS):
+            if by[side] != CALL_POLICY:
+                continue
+            for caller, callee, port in sorted(edges):
+                policy = _fill(best(self.call_templates[side]),
+                               {_CALLER: caller, _CALLEE: callee, _PORT: port})
+                policies[policy["metadata"]["name"]] = policy
         return policies
 
     def reply(self, history: list[JSON]) -> str:

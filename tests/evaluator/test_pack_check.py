@@ -104,7 +104,8 @@ def test_the_malt_test_pack_passes_every_check() -> None:
     assert text.endswith("pack heldout-wording: passed")
 
 
-@pytest.mark.parametrize("pack", ["route/heldout-faults", "k8s/heldout-architecture"])
+@pytest.mark.parametrize(
+    "pack", ["route/heldout-faults", "k8s/heldout-architecture", "k8s/heldout-layout"])
 def test_the_route_and_k8s_test_packs_pass_the_checks_without_episodes(pack: str) -> None:
     report = check_pack(PACKS / pack, 5, seed=11, episodes=False, public_count=PUBLIC)
     assert report.passed, report.format()
