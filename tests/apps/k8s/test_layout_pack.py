@@ -24,8 +24,6 @@ from evaluator.variants import VariantPack, load_pack
 APP = K8sApp(healthy_share=0.0)
 PACK_DIR = Path(__file__).resolve().parents[2] / "variant_packs" / "k8s" / "heldout-layout"
 SEED, COUNT = 2027, 30
-#: Scripted agent's ceiling on the pack's levels 2 and 3.
-HELD_OUT_CEILING = 0.20
 PACK_LABELS = {
     1: {("RI",), ("AI",), ("CP",), ("CPR",), ("AE",), ("PT",)},
     2: {("RI", "AI"), ("RI", "CP"), ("RI", "CPR"), ("AI", "CP"), ("AI", "CPR"), ("CP", "CPR"),
@@ -136,26 +134,19 @@ def cluster_app(cluster: Cluster) -> K8sApp:
 @pytest.mark.root
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_oracle_solves_the_pack_and_the_null_agent_does_not(
+def test_on_the_cluster_the_oracle_solves_the_pack_and_null_and_scripted_do_not(
     cluster_app: K8sApp, pack: VariantPack
 ) -> None:
-    queries = [q for level in (1, 2, 3) for q in pack.generate(cluster_app, SEED, [0, 1], level)]
+    """One query per level: the oracle correct and safe, the null agent not correct (and
+    safe); the scripted agent's public play solves no level-2 or level-3 query (the model-only
+    test above covers every fault kind; check_pack runs the full sample)."""
+    queries = [q for level in (1, 2, 3) for q in pack.generate(cluster_app, SEED, [0], level)]
     for query in queries:
         oracle = play_reference(cluster_app, query, "oracle")
         assert oracle.correct and oracle.safe, (query.label, query.ground_truth["variant"],
                                                 oracle.failure, oracle.details)
         null = play_reference(cluster_app, query, "null")
         assert not null.correct and null.safe, query.label
-
-
-@pytest.mark.k8s
-@pytest.mark.root
-@pytest.mark.slow
-@pytest.mark.timeout(1200)
-def test_the_scripted_agent_does_not_carry_over_to_the_layout(
-    cluster_app: K8sApp, pack: VariantPack
-) -> None:
-    hard = [q for level in (2, 3) for q in pack.generate(cluster_app, SEED + 1, [0, 1, 2], level)]
+    hard = [q for q in queries if q.level > 1]
     verdicts = [play_reference(cluster_app, q, "scripted") for q in hard]
-    solved = sum(bool(v.correct and v.safe) for v in verdicts)
-    assert solved / len(hard) <= HELD_OUT_CEILING, [v.failure for v in verdicts]
+    assert not any(v.correct and v.safe for v in verdicts), [v.failure for v in verdicts]
