@@ -17,9 +17,14 @@ echo "== lint: ruff, mypy"
 .venv/bin/mypy .
 for pack in tests/variant_packs/*/*/pack.py; do .venv/bin/mypy "$pack"; done
 
+# Two pytest-xdist workers by default (NETARENA_TEST_WORKERS): the tests that use the host's
+# shared state (root, Mininet, the cluster, full rounds) run on one of them in turn, everything
+# else on either (tests/conftest.py, HOST_MARKERS).
+WORKERS=(-n "${NETARENA_TEST_WORKERS:-2}" --dist loadgroup)
+
 echo "== tests on SQLite (whole suite)"
 status=0
-.venv/bin/pytest --durations=30 -m "not postgres" "$@" || status=$?
+.venv/bin/pytest "${WORKERS[@]}" --durations=30 -m "not postgres" "$@" || status=$?
 # pytest exit 5 = no tests collected: that is a failure of this script too.
 [ $status -eq 0 ] || { echo "test suite failed on SQLite (exit $status)"; exit 1; }
 
@@ -27,4 +32,4 @@ echo "== database tests on PostgreSQL"
 # Every database test again, on the production database; the browser walks (page behaviour,
 # the same queries as the page tests here) and full rounds (the MALT end-to-end test crosses
 # the same storage path) ran on SQLite above.
-DATABASE_URL=$PG_URL .venv/bin/pytest -m "django_db and not full_round and not browser" "$@" || { echo "database tests failed on PostgreSQL"; exit 1; }
+DATABASE_URL=$PG_URL .venv/bin/pytest "${WORKERS[@]}" -m "django_db and not full_round and not browser" "$@" || { echo "database tests failed on PostgreSQL"; exit 1; }

@@ -69,8 +69,11 @@ def chromium_browser() -> Iterator[Browser]:
 @pytest.fixture
 def page(chromium_browser: Browser, live_server: Any) -> Iterator[Page]:
     """A fresh browser context (no cookies) whose relative URLs resolve against the live server."""
+    from playwright.sync_api import expect
+
     context = chromium_browser.new_context(base_url=live_server.url)
     context.set_default_timeout(ACTION_TIMEOUT_MS)
+    expect.set_options(timeout=ACTION_TIMEOUT_MS)  # expectations wait as long as actions
     new_page = context.new_page()
     yield new_page
     context.close()

@@ -33,7 +33,9 @@ from tests.submissions.celery_worker import ROOT, running_worker
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+# root and netns: its worker runs real route episodes (Mininet) beside the route tests' own
+pytestmark = [pytest.mark.integration, pytest.mark.root, pytest.mark.netns,
+              pytest.mark.django_db(transaction=True)]
 
 PASSWORD = "orbit-Lantern-42"
 README = ROOT / "README.md"

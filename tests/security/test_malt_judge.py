@@ -82,17 +82,17 @@ def test_a_600_deep_node_id_through_the_sandbox_is_the_agents_failure() -> None:
 def test_hash_colliding_integer_ids_are_refused_in_linear_time() -> None:
     # Before: 20,000 such ids made graph parsing quadratic (31 s instead of 0.2 s).
     ids = [k * HASH_MODULUS for k in range(1, 20_001)]
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: other processes' load does not count
     verdict = judge(GRAPH_QUERY.ground_truth, {"answer": _graph(ids)}, 0.0)
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 2.0
     assert not verdict.correct and verdict.failure == "wrong_answer"
 
 
 def test_node_counts_are_capped_before_parsing() -> None:
     ids = [f"EK_PORT:p{i}" for i in range(MAX_GRAPH_NODES + 1)]
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: other processes' load does not count
     verdict = judge(GRAPH_QUERY.ground_truth, {"answer": _graph(ids)}, 0.0)
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 2.0
     assert not verdict.correct and "at most" in str(verdict.details)
 
 
