@@ -24,7 +24,7 @@ from evaluator.variants import VariantPack, load_pack
 APP = K8sApp(healthy_share=0.0)
 PACK_DIR = Path(__file__).resolve().parents[2] / "variant_packs" / "k8s" / "heldout-layout"
 SEED, COUNT = 2027, 30
-PACK_LABELS = {
+PACK_LABELS: dict[int, set[tuple[str, ...]]] = {
     1: {("RI",), ("AI",), ("CP",), ("CPR",), ("AE",), ("PT",)},
     2: {("RI", "AI"), ("RI", "CP"), ("RI", "CPR"), ("AI", "CP"), ("AI", "CPR"), ("CP", "CPR"),
         ("PT", "RI"), ("PT", "CP")},
