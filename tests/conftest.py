@@ -17,21 +17,6 @@ import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
-#: Markers of tests that use what the whole host shares: root-only kernel state (interfaces,
-#: cgroups, iptables), Mininet, the embedded cluster (brought up and down by whichever test
-#: needs it first), full rounds. Under pytest-xdist (``make test`` runs two workers) they all
-#: run on one worker, one after another (``--dist loadgroup``); every other test runs on
-#: either worker, each worker with its own test database and Redis database.
-HOST_MARKERS = frozenset({"root", "netns", "k8s", "full_round"})
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put every test carrying one of :data:`HOST_MARKERS` in the xdist group ``host``."""
-    for item in items:
-        if HOST_MARKERS & {mark.name for mark in item.iter_markers()}:
-            item.add_marker(pytest.mark.xdist_group("host"))
-
-
 def require(condition: bool, reason: str) -> None:
     """Skip (locally) or fail (under ``CI=true``) when ``condition`` is false."""
     if condition:
