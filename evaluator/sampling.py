@@ -10,6 +10,7 @@ up (:func:`evaluator.variants.generate_batch`).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -149,6 +150,14 @@ def level_in(table: Mapping[int, Sequence[tuple[str, ...]]], labels: tuple[str, 
         if labels in combos:
             return level
     raise KeyError("+".join(labels))
+
+
+def seeded_rng(*parts: object) -> random.Random:
+    """A ``random.Random`` seeded from the SHA-256 of ``parts`` joined by ``/`` (stable across
+    processes and Python versions, unlike ``hash``): MALT's fabric variants and the variant
+    packs derive their per-query streams with it."""
+    digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
 
 
 def query_rng(

@@ -20,7 +20,6 @@ are keyed by the graph (:class:`GraphRef`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import pickle
 import random
@@ -30,6 +29,7 @@ from functools import cache, lru_cache
 from typing import Any
 
 import networkx as nx
+from evaluator.sampling import seeded_rng
 from evaluator.variants import VariantPack, VariantPackError, find_pack, register_pack
 
 from apps.malt.checks import NormalizedGraph, check_safety
@@ -40,13 +40,6 @@ GBPS = 1_000_000_000
 #: Port rates in bit/s: the IEEE 802.3 Ethernet rates from 1 to 400 Gbit/s (1 Gbit/s is the
 #: smallest capacity of the MALT example and our safety floor).
 SPEEDS_BPS = tuple(g * GBPS for g in (1, 10, 25, 40, 100, 200, 400))
-
-
-def seeded_rng(*parts: object) -> random.Random:
-    """A ``random.Random`` seeded from the SHA-256 of ``parts`` joined by ``/`` (stable across
-    processes and Python versions, unlike ``hash``)."""
-    digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
 
 
 

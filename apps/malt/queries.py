@@ -43,6 +43,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from evaluator.sampling import seeded_rng
+
 from apps.malt.fabric import (
     GBPS,
     SPEEDS_BPS,
@@ -51,7 +53,6 @@ from apps.malt.fabric import (
     initial_view,
     operands,
     port_capacities,
-    seeded_rng,
 )
 from apps.malt.operations import (
     COLLECTIONS,

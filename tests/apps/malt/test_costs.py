@@ -26,6 +26,7 @@ from apps.malt.phrasing import Ctx
 from apps.malt.queries import BLOCK, ground_truth
 from apps.malt.scoring import judge
 from apps.malt.topology import load_graph
+from evaluator.sampling import seeded_rng
 
 APP = MaltApp()
 #: Query fields outside the pins (the id is keyed per installation; the pack joined later).
@@ -163,7 +164,7 @@ def test_verdicts_are_identical_to_those_recorded_on_main() -> None:
 
 def _plain_port_capacities(key: str) -> dict[str, int]:
     """The capacity draw written with ``rng.choice``, as it was before it was inlined."""
-    rng = fabric.seeded_rng("malt-capacity", key)
+    rng = seeded_rng("malt-capacity", key)
     ops = fabric.operands()
     capacities: dict[str, int] = {}
     for switch in ops.by_kind["EK_PACKET_SWITCH"]:

@@ -68,7 +68,6 @@ policies the public set lacks then leaves the public graph, which is never the r
 from __future__ import annotations
 
 import copy
-import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,6 +76,7 @@ from typing import Any
 from apps.k8s import manifests, prompt
 from apps.k8s.manifests import APP_LABEL, CALLS, DENY_ALL, SERVICE_PORTS, SERVICES, TIERS
 from apps.k8s.queries import FAULT_NAMES, model_matrix
+from evaluator.sampling import seeded_rng
 from evaluator.variants import pack_query
 
 Obj = dict[str, Any]
@@ -390,11 +390,6 @@ def render(edges: set[Edge], max_steps: int) -> str:
     return INTRO.format(rows=calls_table(edges)) + "\n" + public[public.index(RULES_START):]
 
 
-def _rng(*parts: object) -> random.Random:
-    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
-
-
 def generate(app: Any, pack: Any, seed: int, indices: list[int], level: int | None) -> list[Any]:
     """One query per index (see the module docstring); ``level`` fixes the level, else it is
     drawn from the pack's levels. Same ``(seed, index, level)``, same query.
@@ -404,7 +399,7 @@ def generate(app: Any, pack: Any, seed: int, indices: list[int], level: int | No
     """
     out = []
     for index in indices:
-        rng = _rng(pack.name, seed, index, "any" if level is None else level)
+        rng = seeded_rng(pack.name, seed, index, "any" if level is None else level)
         query_level = level if level is not None else rng.choice(list(pack.levels))
         labels = rng.choice(LEVEL_LABELS[query_level])
         truth = ground_truth(labels, rng)
