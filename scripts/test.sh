@@ -17,9 +17,10 @@ echo "== lint: ruff, mypy"
 .venv/bin/mypy .
 for pack in tests/variant_packs/*/*/pack.py; do .venv/bin/mypy "$pack"; done
 
-# Two pytest processes at once (one with NETARENA_TEST_SPLIT=0 or any pytest argument): the tests that use what the host
-# shares -- root-only kernel state, Mininet, the embedded cluster, full rounds; they carry one of
-# the markers in HOST -- run one after another in one process, every other test in the other.
+# Two pytest processes at once (one with NETARENA_TEST_SPLIT=0 or any pytest argument): the
+# tests that use what the host shares -- root-only kernel state, Mininet, the embedded cluster,
+# full rounds; they carry one of the markers in HOST -- run one after another in one process,
+# every other test in the other.
 # Each process has its own test database and Redis database (tests/conftest.py).
 HOST="root or netns or k8s or full_round"
 status=0
@@ -29,9 +30,9 @@ if [ "${NETARENA_TEST_SPLIT:-1}" = 0 ] || [ $# -gt 0 ]; then
 else
   echo "== tests on SQLite (whole suite): the host-wide tests and the others in two processes"
   host_log=$(mktemp)
-  .venv/bin/pytest --durations=30 -m "not postgres and ($HOST)" "$@" >"$host_log" 2>&1 &
+  .venv/bin/pytest --durations=30 -m "not postgres and ($HOST)" >"$host_log" 2>&1 &
   host_pid=$!
-  .venv/bin/pytest --durations=30 -m "not postgres and not ($HOST)" "$@" || status=$?
+  .venv/bin/pytest --durations=30 -m "not postgres and not ($HOST)" || status=$?
   host_status=0
   wait "$host_pid" || host_status=$?
   echo "== the host-wide tests (marked: $HOST), run beside the above"
