@@ -1,4 +1,6 @@
-"""Session fixture: one embedded cluster for the whole k8s test run, torn down at the end.
+"""Session fixture: one embedded cluster for the whole k8s test run, torn down at the end when
+the run started it (a cluster that was already running, a developer's or another run's, is used
+and left running).
 
 Missing binaries or root skip the tests locally and fail them under ``CI=true``
 (see :func:`tests.conftest.require`).
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -45,9 +48,17 @@ def host_firewall_before() -> str:
     return host_firewall_snapshot()
 
 
+@dataclass(frozen=True)
+class SessionCluster:
+    """The run's cluster and whether this run brought it up (and so may take it down)."""
+
+    cluster: Cluster
+    started_here: bool
+
+
 @pytest.fixture(scope="session")
-def cluster(host_firewall_before: str) -> Iterator[Cluster]:
-    """The running cluster, shared by every k8s test."""
+def run_cluster(host_firewall_before: str) -> Iterator[SessionCluster]:
+    """The running cluster, brought up if it was not running and then down at the end."""
     require_root()
     require_tool("kubectl")
     require_tool("iptables")
@@ -56,6 +67,14 @@ def cluster(host_firewall_before: str) -> Iterator[Cluster]:
     missing = config.missing_binaries()
     require(not missing, f"cluster binaries missing: {missing}; run scripts/build_k8s.sh")
     instance = Cluster(config)
+    started_here = not instance.status().running
     instance.up()
-    yield instance
-    instance.down()
+    yield SessionCluster(instance, started_here)
+    if started_here:
+        instance.down()
+
+
+@pytest.fixture(scope="session")
+def cluster(run_cluster: SessionCluster) -> Cluster:
+    """The running cluster, shared by every k8s test."""
+    return run_cluster.cluster

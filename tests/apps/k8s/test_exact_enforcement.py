@@ -133,7 +133,7 @@ def test_denied_connections_are_rejected_not_dropped(
         start = time.monotonic()
         assert not probe_once(Probe(endpoints["a"].netns, endpoints["b"].ip, port, proto),
                               timeout_s=2.0)
-        assert time.monotonic() - start < 0.5  # an ICMP reject, not a 2 s timeout
+        assert time.monotonic() - start < 1.0  # an ICMP reject, not the 2 s timeout
 
 
 def test_cross_check_reports_a_dataplane_that_enforces_differently(

