@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from evaluator.types import JSON, Query, StepResult, Verdict
 
-if TYPE_CHECKING:  # the green agent imports this module; its types are only annotations here
-    from evaluator.green.counts import NetArenaProfile
-    from evaluator.green.request import ConfigKey
+if TYPE_CHECKING:
+    from evaluator.green.declarations import ConfigKey, NetArenaProfile
 
 ReplyFormat = Literal["python", "json", "command"]
 """Shape of an agent's reply: a fenced ``python`` block (MALT code), one JSON object (route's
@@ -296,28 +295,26 @@ class App(ABC):
                 says which and how to install it).
         """
 
-    def green_config_keys(self) -> tuple[ConfigKey, ...]:
+    def green_config_keys(self) -> tuple[ConfigKey, ...] | None:
         """The ``config`` keys the AgentBeats green agent of this app accepts
         (``serve_green --app <id>``, docs/agentbeats.md): a tuple of
-        :class:`evaluator.green.request.ConfigKey`, each with its default, its check and
+        :class:`evaluator.green.declarations.ConfigKey`, each with its default, its check and
         whether it has an effect (a key without one is reported in ``not_applied``).
 
         It must hold ``num_queries``, ``complexity_level``, ``prompt_type``, ``seed`` and
         ``trials``; ``max_iterations``, ``queries_per_level``, ``start_index``, ``end_index``
         and one ``regenerate_*`` flag are read when present. The helpers of
-        :mod:`evaluator.green.request` build them. Default:
-        :func:`evaluator.green.request.generic_config_keys` (``num_queries`` per level, the
+        :mod:`evaluator.green.request` build them. Default: ``None``, the generic keys
+        (:func:`evaluator.green.request.generic_config_keys`: ``num_queries`` per level, the
         app's levels, ``prompt_type``, ``seed``, ``trials``, and ``max_iterations`` for a
         multi-step app). NetArena's apps override it with the keys of NetArena's config class
         for the app (``apps/<app>/green.py``).
         """
-        from evaluator.green.request import generic_config_keys
-
-        return generic_config_keys(self)
+        return None
 
     def netarena_profile(self) -> NetArenaProfile | None:
         """How NetArena's own green agent counts and reports this app's queries
-        (:class:`evaluator.green.counts.NetArenaProfile`: its query types per level, their
+        (:class:`evaluator.green.declarations.NetArenaProfile`: its query types per level, their
         caps, its result format), or ``None`` when the app reproduces none of NetArena's.
 
         Without one, the green agent plans ``num_queries`` queries per level (the first of

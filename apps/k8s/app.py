@@ -26,8 +26,7 @@ from apps.k8s.queries import generate_queries
 from apps.k8s.replies import parse_reply
 
 if TYPE_CHECKING:
-    from evaluator.green.counts import NetArenaProfile
-    from evaluator.green.request import ConfigKey
+    from evaluator.green.declarations import ConfigKey, NetArenaProfile
 
 
 class K8sApp(App):

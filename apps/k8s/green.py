@@ -10,13 +10,13 @@ stop at 14 and single ``change_protocol`` ones at 20 (the combinations its catal
 
 from __future__ import annotations
 
-from evaluator.green.counts import NetArenaProfile, fault_pair_types
+from evaluator.green.counts import fault_pair_types
+from evaluator.green.declarations import ConfigKey, NetArenaProfile
 from evaluator.green.request import (
     AGENT_CLIENT_CONFIGS_REASON,
     BENCHMARK_PATH_REASON,
     OUTPUT_DIR_REASON,
     OUTPUT_FILE_REASON,
-    ConfigKey,
     agent_client_configs,
     common_keys,
     ignored_key,

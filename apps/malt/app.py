@@ -22,8 +22,7 @@ from apps.malt.reference import NULL_REPLY, oracle_reply_text, template_reply
 from apps.malt.replies import code_problem
 
 if TYPE_CHECKING:
-    from evaluator.green.counts import NetArenaProfile
-    from evaluator.green.request import ConfigKey
+    from evaluator.green.declarations import ConfigKey, NetArenaProfile
 
 
 class MaltApp(App):

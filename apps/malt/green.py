@@ -9,13 +9,12 @@ types per level (its query generator, ``app-malt/dy_query_generation.py``); our 
 
 from __future__ import annotations
 
-from evaluator.green.counts import NetArenaProfile
+from evaluator.green.declarations import ConfigKey, NetArenaProfile
 from evaluator.green.request import (
     AGENT_CLIENT_CONFIGS_REASON,
     BENCHMARK_PATH_REASON,
     OUTPUT_DIR_REASON,
     OUTPUT_FILE_REASON,
-    ConfigKey,
     agent_client_configs,
     common_keys,
     ignored_key,

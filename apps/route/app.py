@@ -28,8 +28,7 @@ from apps.route.queries import generate_queries
 from apps.route.replies import parse_reply
 
 if TYPE_CHECKING:
-    from evaluator.green.counts import NetArenaProfile
-    from evaluator.green.request import ConfigKey
+    from evaluator.green.declarations import ConfigKey, NetArenaProfile
 
 
 class RouteApp(App):

@@ -9,12 +9,12 @@ single ones and the ten pairs, which are exactly our level labels (paper Table 5
 
 from __future__ import annotations
 
-from evaluator.green.counts import NetArenaProfile, fault_pair_types
+from evaluator.green.counts import fault_pair_types
+from evaluator.green.declarations import ConfigKey, NetArenaProfile
 from evaluator.green.request import (
     AGENT_CLIENT_CONFIGS_REASON,
     BENCHMARK_PATH_REASON,
     OUTPUT_DIR_REASON,
-    ConfigKey,
     agent_client_configs,
     common_keys,
     ignored_key,

@@ -30,47 +30,16 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Literal
 
 from evaluator.app import App
+from evaluator.green.declarations import NetArenaProfile
 from evaluator.registry import get_app
 from evaluator.sampling import HEALTHY_LABEL
 from evaluator.types import Query
 from evaluator.variants import generate_batch
 
-#: NetArena's per-query result formats, named after the NetArena application directory whose
-#: green agent writes them (:mod:`evaluator.green.netarena`): ``app-malt`` (``Query``,
-#: ``Label``, ``Result-*``), ``app-route`` (``error_type``, ``iterations`` = replies + 1),
-#: ``app-k8s`` (``error_detail``, ``iterations`` = replies).
-ResultFormat = Literal["app-malt", "app-route", "app-k8s"]
-
 #: How many times a level's batch may be doubled while looking for every type's queries.
 MAX_DOUBLINGS = 8
-
-
-@dataclass(frozen=True)
-class NetArenaProfile:
-    """How NetArena's own green agent counts and reports the queries of an app that
-    reproduces one of NetArena's applications; the app declares it
-    (:meth:`evaluator.app.App.netarena_profile`). An app without one is assessed on
-    ``num_queries`` queries per level and its records carry no NetArena fields.
-
-    Attributes:
-        result_format: NetArena's per-query record and summary (:data:`ResultFormat`).
-        types: level -> {NetArena query type -> our label tuple}, in NetArena's order (pairs
-            joined by ``+`` in NetArena's catalogue order). Levels absent have no types.
-        caps: NetArena types whose count stops below ``num_queries``, with the bound.
-        labels_per_level: level -> how many label combinations of ours its batch cycles
-            through (sizes the first batch tried, :func:`first_batch_size`).
-        healthy_share: the share of healthy controls in a batch (0 for an app without).
-    """
-
-    result_format: ResultFormat
-    types: Mapping[int, Mapping[str, tuple[str, ...]]]
-    labels_per_level: Mapping[int, int]
-    caps: Mapping[str, int] = field(default_factory=dict)
-    healthy_share: float = 0.0
 
 
 def fault_pair_types(

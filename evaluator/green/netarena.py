@@ -34,7 +34,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evaluator.green.counts import ResultFormat, netarena_profile, netarena_type
+from evaluator.green.counts import netarena_profile, netarena_type
+from evaluator.green.declarations import ResultFormat
 from evaluator.sampling import HEALTHY_LABEL
 from evaluator.types import JSON, EpisodeResult, Query
 

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 
 from evaluator.app import App
+from evaluator.green.declarations import ConfigKey
 from evaluator.prompting import DEFAULT_PROMPT_TYPE, PROMPT_TYPES
 from evaluator.registry import get_app
 from evaluator.types import JSON, SEED_BITS, new_seed
@@ -63,28 +64,6 @@ class RequestError(ValueError):
     def __init__(self, key: str, message: str) -> None:
         super().__init__(message)
         self.key = key
-
-
-@dataclass(frozen=True)
-class ConfigKey:
-    """One ``config`` key of an app's green agent.
-
-    Attributes:
-        name: the key as NetArena's scenario files spell it.
-        default: the value when the key is absent (``None``: see ``doc``).
-        origin: ``"netarena"`` (NetArena's green agent takes it) or ``"ours"``.
-        effect: ``"applied"`` or ``"none"`` (accepted, type-checked, reported in
-            ``not_applied`` with ``doc`` as the reason).
-        doc: what it does here, or why it has no effect (docs/agentbeats.md repeats it).
-        check: validates and normalises a given value; raises ``ValueError`` with the reason.
-    """
-
-    name: str
-    default: Any
-    origin: str
-    effect: str
-    doc: str
-    check: Callable[[Any], Any] = field(repr=False, compare=False)
 
 
 def int_in(low: int, high: int) -> Callable[[Any], int]:
@@ -360,7 +339,9 @@ def config_keys(app_id: str) -> tuple[ConfigKey, ...]:
     Raises:
         UnknownAppError: ``app_id`` is not registered.
     """
-    return tuple(get_app(app_id).green_config_keys())
+    app = get_app(app_id)
+    declared = app.green_config_keys()
+    return generic_config_keys(app) if declared is None else tuple(declared)
 
 
 @dataclass(frozen=True)
