@@ -17,6 +17,26 @@ import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
+#: Whether the embedded cluster was running when this pytest run began. A cluster that was not
+#: is this run's to take down at the end, whoever in the run brought it up (a k8s test, or a
+#: worker of a full round); one that was belongs to someone else (a developer, another run).
+CLUSTER_RUNNING_AT_START = pytest.StashKey[bool]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Record :data:`CLUSTER_RUNNING_AT_START`: true when any daemon of the cluster is alive
+    (its pid files, as :func:`apps.k8s.cluster.processes.daemon_pid` reads them; the
+    ``kubernetes`` client is not imported)."""
+    from apps.k8s.cluster import processes
+    from apps.k8s.cluster.config import ClusterConfig
+
+    config = ClusterConfig()
+    marker = str(config.state_dir)
+    session.config.stash[CLUSTER_RUNNING_AT_START] = any(
+        processes.daemon_pid(pid_file.stem, config.run_dir, marker) is not None
+        for pid_file in sorted(config.run_dir.glob("*.pid")))
+
+
 def require(condition: bool, reason: str) -> None:
     """Skip (locally) or fail (under ``CI=true``) when ``condition`` is false."""
     if condition:

@@ -1,6 +1,6 @@
 """Session fixture: one embedded cluster for the whole k8s test run, torn down at the end when
-the run started it (a cluster that was already running, a developer's or another run's, is used
-and left running).
+the cluster was not running as the run began (one that was, a developer's or another run's, is
+used and left running).
 
 Missing binaries or root skip the tests locally and fail them under ``CI=true``
 (see :func:`tests.conftest.require`).
@@ -17,7 +17,7 @@ import pytest
 
 from apps.k8s.cluster.config import ClusterConfig
 from apps.k8s.cluster.control_plane import Cluster
-from tests.conftest import require, require_root, require_tool
+from tests.conftest import CLUSTER_RUNNING_AT_START, require, require_root, require_tool
 
 
 def kubectl(
@@ -50,15 +50,19 @@ def host_firewall_before() -> str:
 
 @dataclass(frozen=True)
 class SessionCluster:
-    """The run's cluster and whether this run brought it up (and so may take it down)."""
+    """The run's cluster and whether it is this run's (not running when the run began,
+    :data:`tests.conftest.CLUSTER_RUNNING_AT_START`), so that the run may take it down."""
 
     cluster: Cluster
     started_here: bool
 
 
 @pytest.fixture(scope="session")
-def run_cluster(host_firewall_before: str) -> Iterator[SessionCluster]:
-    """The running cluster, brought up if it was not running and then down at the end."""
+def run_cluster(
+    request: pytest.FixtureRequest, host_firewall_before: str
+) -> Iterator[SessionCluster]:
+    """The running cluster, brought up if it is not; taken down at the end when it is this
+    run's."""
     require_root()
     require_tool("kubectl")
     require_tool("iptables")
@@ -67,7 +71,7 @@ def run_cluster(host_firewall_before: str) -> Iterator[SessionCluster]:
     missing = config.missing_binaries()
     require(not missing, f"cluster binaries missing: {missing}; run scripts/build_k8s.sh")
     instance = Cluster(config)
-    started_here = not instance.status().running
+    started_here = not request.config.stash[CLUSTER_RUNNING_AT_START]
     instance.up()
     yield SessionCluster(instance, started_here)
     if started_here:

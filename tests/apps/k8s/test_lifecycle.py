@@ -84,8 +84,8 @@ def test_down_leaves_nothing_behind_and_up_again(
     run_cluster: SessionCluster, host_firewall_before: str
 ) -> None:
     require(run_cluster.started_here,
-            "the cluster was running before this run: taking it down would disturb its users, "
-            "and the host's firewall before it is unknown")
+            "the cluster was running before this run began: taking it down would disturb its "
+            "users, and the host's firewall before it is unknown")
     cluster = run_cluster.cluster
     cfg = cluster.config
     pids = [p for p in cluster.status().components.values() if p]
