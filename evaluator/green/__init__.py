@@ -1,5 +1,7 @@
 """The AgentBeats green agent: an A2A server that assesses one purple agent on one app.
 
+- :mod:`evaluator.green.declarations`: what an app declares (its ``config`` keys, its NetArena
+  profile), plain data below :mod:`evaluator.app`;
 - :mod:`evaluator.green.request`: the assessment request and its ``config`` keys (each app's
   own, :meth:`evaluator.app.App.green_config_keys`);
 - :mod:`evaluator.green.counts`, :mod:`evaluator.green.netarena`: NetArena's query counts and
